@@ -1,0 +1,101 @@
+"""The OpenSearch client: built lazily, once, with errors translated.
+
+Nothing here touches the network at import or construction; the first call
+that needs the cluster does, and an unreachable cluster becomes a one-line
+``ClusterUnavailable`` rather than a transport traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from osrag.errors import ClusterError, ClusterUnavailable
+from osrag.settings import Settings
+
+T = TypeVar("T")
+
+
+def make_client(settings: Settings) -> Any:
+    """An ``OpenSearch`` client for these settings (no request is sent)."""
+    from opensearchpy import OpenSearch
+
+    auth = None
+    if settings.user:
+        pw = settings.password.get_secret_value() if settings.password else ""
+        auth = (settings.user, pw)
+    return OpenSearch(
+        hosts=[settings.url],
+        http_auth=auth,
+        verify_certs=settings.tls_verify,
+        ssl_show_warn=settings.tls_verify,
+        ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
+        timeout=settings.timeout_s,
+        max_retries=settings.max_retries,
+        retry_on_timeout=True,
+        retry_on_status=(429, 502, 503, 504),
+        http_compress=True,
+    )
+
+
+@contextmanager
+def translate_errors(url: str, what: str = "request") -> Iterator[None]:
+    """Turn transport exceptions into osrag's named errors."""
+    from opensearchpy import exceptions as ose
+
+    try:
+        yield
+    except ose.ConnectionError as exc:
+        raise ClusterUnavailable(
+            f"cannot reach OpenSearch at {url} ({_short(exc)}); is it running? try `osrag dev up`"
+        ) from exc
+    except ose.AuthenticationException as exc:
+        raise ClusterError(f"OpenSearch at {url} refused the credentials for {what}") from exc
+    except ose.TransportError as exc:
+        raise ClusterError(f"OpenSearch {what} failed: {_reason(exc)}") from exc
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc.__cause__ or exc)
+    return text.splitlines()[0][:160] if text else type(exc).__name__
+
+
+def _reason(exc: Any) -> str:
+    info = getattr(exc, "info", None)
+    if isinstance(info, dict):
+        err = info.get("error")
+        if isinstance(err, dict):
+            root = (err.get("root_cause") or [err])[0]
+            return f"{exc.status_code} {root.get('type')}: {root.get('reason')}"
+        if err:
+            return f"{exc.status_code} {err}"
+    return f"{getattr(exc, 'status_code', '?')} {getattr(exc, 'error', exc)}"
+
+
+class Cluster:
+    """A thin lazy wrapper: one client per settings object, errors translated."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: Any | None = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = make_client(self.settings)
+        return self._client
+
+    def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with translate_errors(self.settings.url, what):
+            return fn(*args, **kwargs)
+
+    def info(self) -> dict[str, Any]:
+        return self.call("info", self.client.info)
+
+    def health(self) -> dict[str, Any]:
+        return self.call("cluster health", self.client.cluster.health)
+
+    def plugins(self) -> list[dict[str, Any]]:
+        return self.call("cat plugins", self.client.cat.plugins, format="json")
+

@@ -1,0 +1,60 @@
+"""The few exceptions osrag raises.
+
+Every failure a user can cause or meet is one of these, so the CLI can print a
+one-line message instead of a traceback and apps can catch ``OsragError``.
+They are raised ``from`` their cause, which keeps the detail for debugging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class OsragError(Exception):
+    """Base class: anything osrag raises on purpose."""
+
+
+class ConfigError(OsragError):
+    """A setting, file or argument is invalid (names the thing at fault)."""
+
+
+class InputError(OsragError):
+    """User input cannot be served: empty question, bad budget, bad filter."""
+
+
+class ClusterUnavailable(OsragError):
+    """The OpenSearch cluster cannot be reached at all."""
+
+
+class ClusterError(OsragError):
+    """The cluster answered, but refused or failed the request."""
+
+
+class LauncherError(OsragError):
+    """The local development node could not be fetched, installed or started."""
+
+
+class ModelError(OsragError):
+    """A model cannot be loaded, or does not match what the index was built with."""
+
+
+class DocumentError(OsragError):
+    """One input document cannot be read or chunked; the rest of an ingest goes on."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class BulkIndexError(OsragError):
+    """Some bulk items failed after retries; carries them so none is lost silently."""
+
+    def __init__(self, message: str, items: Sequence[dict[str, Any]]) -> None:
+        super().__init__(f"{message} ({len(items)} failed item(s))")
+        self.items = list(items)
+
+
+class IndexStateError(OsragError):
+    """The alias, index or lock is not in the state an admin operation needs."""

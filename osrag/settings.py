@@ -1,0 +1,119 @@
+"""Settings from ``OSRAG_*`` environment variables and an optional ``.env`` file.
+
+Model names default to production multilingual models; the offline models that
+ship inside packages are named with the ``navec:`` / ``minilm:`` schemes (see
+``osrag.embedding``). The password is a ``SecretStr`` so it never lands in a
+log line or a ``repr``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Production defaults. multilingual-e5-base: strong Russian retrieval quality
+#: at 768 dimensions and a CPU-friendly size; bge-reranker-v2-m3: a multilingual
+#: cross-encoder trained on many languages, Russian included.
+PRODUCTION_EMBEDDING_MODEL = "intfloat/multilingual-e5-base"
+PRODUCTION_RERANKER_MODEL = "BAAI/bge-reranker-v2-m3"
+
+#: The offline model the demo, tests and eval use on machines with no model hub.
+LOCAL_EMBEDDING_MODEL = "navec:news-300d"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_dev_home() -> Path:
+    """Where the local node lives.
+
+    OpenSearch refuses to run as root, so as root the node runs as an
+    unprivileged user that cannot enter ``/root``; a system cache dir is used then.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/cache/osrag")
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("osrag"))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="OSRAG_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    # --- cluster -----------------------------------------------------------------
+    url: str = "http://127.0.0.1:9200"
+    user: str | None = None
+    password: SecretStr | None = None
+    verify_certs: bool | None = Field(
+        default=None, description="TLS verification; None means on for https."
+    )
+    ca_certs: Path | None = None
+    timeout_s: float = 30.0
+    max_retries: int = 3
+
+    # --- index -------------------------------------------------------------------
+    alias: str = "osrag-chunks"
+    shards: int = 1
+    replicas: int = 0
+    knn_engine: str = "lucene"
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 128
+    hnsw_ef_search: int = 100
+    rrf_rank_constant: int = 60
+    rrf_weights: tuple[float, float] = (0.5, 0.5)
+    fusion: str = "rrf"  # "rrf" | "minmax"
+
+    # --- models ------------------------------------------------------------------
+    embedding_model: str = PRODUCTION_EMBEDDING_MODEL
+    embedding_query_prefix: str | None = None  # None: chosen by model (e5 → "query: ")
+    embedding_passage_prefix: str | None = None
+    embedding_batch_size: int = 32
+    device: str = "cpu"
+    reranker_model: str = PRODUCTION_RERANKER_MODEL
+    rerank: bool = True
+    rerank_batch_size: int = 16
+
+    # --- chunking and query --------------------------------------------------------
+    chunk_max_tokens: int = 350
+    chunk_min_tokens: int = 40
+    chunk_overlap: float = 0.12
+    budget_tokens: int = 1500
+    candidate_depth: int = 40
+    dedup_cosine: float = 0.95
+    dedup_overlap: float = 0.8
+
+    # --- local development node ---------------------------------------------------
+    dev_home: Path = Field(default_factory=default_dev_home)
+    dev_opensearch_version: str = "3.6.0"
+    dev_java_home: Path | None = None
+    dev_port: int = 9200
+    dev_heap: str = "1g"
+    cache_dir: Path | None = None  # built models; defaults under dev_home
+
+    @field_validator("url")
+    @classmethod
+    def _url_has_scheme(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"OSRAG_URL must start with http:// or https://, got {v!r}")
+        return v.rstrip("/")
+
+    @property
+    def tls_verify(self) -> bool:
+        if self.verify_certs is not None:
+            return self.verify_certs
+        return self.url.startswith("https://")
+
+    @property
+    def models_dir(self) -> Path:
+        return (self.cache_dir or self.dev_home) / "models"
+
+    def redacted(self) -> dict[str, object]:
+        """Settings as a dict that is safe to print."""
+        data = self.model_dump()
+        if data.get("password") is not None:
+            data["password"] = "***"
+        return data
