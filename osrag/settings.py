@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     rrf_rank_constant: int = 60
     rrf_weights: tuple[float, float] = (0.5, 0.5)
     fusion: str = "rrf"  # "rrf" | "minmax"
+    stemmer: str = "russian"  # Snowball "russian" or "light_russian"
 
     # --- models ------------------------------------------------------------------
     embedding_model: str = PRODUCTION_EMBEDDING_MODEL

@@ -1,0 +1,328 @@
+"""Cluster administration: templates, pipelines, concrete indices behind the alias.
+
+The alias (``settings.alias``) is what readers and writers use; behind it is one
+concrete index named ``{alias}-{fingerprint}-{timestamp}``, where the
+fingerprint hashes the embedding model, its dimension and the template content.
+The index ``_meta.osrag`` records the model (name, dimension, prefixes), the
+template version and fingerprint, the time of the last ingest, and a reindex
+lock. Everything an admin sees here is installed from the JSON files in
+``index_templates/`` and ``pipelines/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from osrag import templates
+from osrag.connection import Cluster
+from osrag.embedding import Embedder
+from osrag.errors import ConfigError, IndexStateError
+from osrag.settings import Settings
+
+PIPELINES = {"rrf": "hybrid-rrf", "minmax": "hybrid-minmax", "rrf-explain": "hybrid-rrf-explain"}
+ANALYZERS = ("ru_index", "ru_search", "ru_quote", "ident")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def embedder_for(settings: Settings, model_name: str | None = None, meta: dict[str, Any] | None = None) -> Embedder:
+    """The embedder an index is pinned to (from its ``_meta``), else the configured one."""
+    meta = meta or {}
+    return Embedder(
+        model_name or meta.get("embedding_model") or settings.embedding_model,
+        models_dir=settings.models_dir,
+        device=settings.device,
+        batch_size=settings.embedding_batch_size,
+        query_prefix=meta.get("query_prefix", settings.embedding_query_prefix),
+        passage_prefix=meta.get("passage_prefix", settings.embedding_passage_prefix),
+    )
+
+
+@dataclass
+class Drift:
+    name: str
+    kind: str
+    differences: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}: " + "; ".join(self.differences)
+
+
+class Admin:
+    """Install and inspect what osrag keeps in the cluster for one alias."""
+
+    def __init__(self, settings: Settings, cluster: Cluster | None = None) -> None:
+        self.s = settings
+        self.cluster = cluster or Cluster(settings)
+
+    # ---- names ----------------------------------------------------------------
+    @property
+    def alias(self) -> str:
+        return self.s.alias
+
+    def pipeline_name(self, variant: str = "rrf") -> str:
+        return f"{self.alias}-{PIPELINES[variant]}"
+
+    @property
+    def template_name(self) -> str:
+        return f"{self.alias}-template"
+
+    # ---- desired state from files ------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        w = [float(x) for x in self.s.rrf_weights]
+        return {
+            "template_version": str(templates.TEMPLATE_VERSION),
+            "template_version_int": templates.TEMPLATE_VERSION,
+            "pipeline_version": templates.PIPELINE_VERSION,
+            "alias": self.alias,
+            "stemmer": self.s.stemmer,
+            "shards": self.s.shards,
+            "replicas": self.s.replicas,
+            "ef_search": self.s.hnsw_ef_search,
+            "rank_constant": self.s.rrf_rank_constant,
+            "weights": w,
+        }
+
+    def desired_components(self) -> dict[str, dict[str, Any]]:
+        p = self._params()
+        out: dict[str, dict[str, Any]] = {}
+        for part in ("analysis",):
+            doc = templates.load_template(f"osrag-{part}", p)
+            out[f"{self.alias}-{part}"] = {
+                "template": doc["template"],
+                "version": templates.TEMPLATE_VERSION,
+                "_meta": doc["_meta"],
+            }
+        return out
+
+    def desired_index_template(self) -> dict[str, Any]:
+        return templates.load_template("osrag-chunks", self._params())
+
+    def desired_pipelines(self) -> dict[str, dict[str, Any]]:
+        p = self._params()
+        return {self.pipeline_name(v): templates.load_pipeline(f, p) for v, f in PIPELINES.items()}
+
+    # ---- install ------------------------------------------------------------------
+    def install(self, create_index: bool = True) -> dict[str, Any]:
+        """Create or update templates and pipelines; create the first index + alias if none."""
+        c = self.cluster
+        client = c.client
+        for name, body in self.desired_components().items():
+            c.call(f"put component template {name}", client.cluster.put_component_template, name=name, body=body)
+        c.call(
+            f"put index template {self.template_name}",
+            client.indices.put_index_template,
+            name=self.template_name,
+            body=self.desired_index_template(),
+        )
+        for name, body in self.desired_pipelines().items():
+            c.call(
+                f"put search pipeline {name}",
+                client.transport.perform_request,
+                "PUT",
+                f"/_search/pipeline/{name}",
+                body=body,
+            )
+        created = None
+        if create_index and self.current_index() is None:
+            created = self.create_index()
+            self.point_alias(created)
+        return {"alias": self.alias, "created_index": created, "index": self.current_index()}
+
+    def check(self) -> list[Drift]:
+        """What differs between the files and the cluster (empty when in sync)."""
+        c = self.cluster
+        client = c.client
+        drifts: list[Drift] = []
+        for name, body in self.desired_components().items():
+            got = c.call("get component template", client.transport.perform_request, "GET",
+                         f"/_component_template/{name}", params={"ignore": 404})
+            items = (got or {}).get("component_templates") or []
+            if not items:
+                drifts.append(Drift(name, "component template", ["missing in cluster"]))
+                continue
+            diffs = _compare(body, items[0]["component_template"])
+            if diffs:
+                drifts.append(Drift(name, "component template", diffs))
+        got = c.call("get index template", client.transport.perform_request, "GET",
+                     f"/_index_template/{self.template_name}", params={"ignore": 404})
+        items = (got or {}).get("index_templates") or []
+        if not items:
+            drifts.append(Drift(self.template_name, "index template", ["missing in cluster"]))
+        else:
+            diffs = _compare(self.desired_index_template(), items[0]["index_template"])
+            if diffs:
+                drifts.append(Drift(self.template_name, "index template", diffs))
+        for name, body in self.desired_pipelines().items():
+            got = c.call("get search pipeline", client.transport.perform_request, "GET",
+                         f"/_search/pipeline/{name}", params={"ignore": 404})
+            if not got or name not in got:
+                drifts.append(Drift(name, "search pipeline", ["missing in cluster"]))
+                continue
+            diffs = _compare(body, got[name])
+            if diffs:
+                drifts.append(Drift(name, "search pipeline", diffs))
+        if self.current_index() is None:
+            drifts.append(Drift(self.alias, "alias", ["no index behind the alias"]))
+        return drifts
+
+    # ---- indices --------------------------------------------------------------------
+    def create_index(self, model_name: str | None = None, embedder: Embedder | None = None) -> str:
+        """A new concrete index from the current template, pinned to one embedding model."""
+        emb = embedder or embedder_for(self.s, model_name)
+        dim = emb.dimension
+        comps = self.desired_components()
+        fp = templates.fingerprint(emb.model_name, dim, templates.TEMPLATE_VERSION, comps)
+        now = utcnow()
+        name = f"{self.alias}-{fp}-{now.strftime('%Y%m%d%H%M%S%f')[:-3]}"
+        knn = templates.load_template(
+            "knn-field",
+            {"dimension": dim, "engine": self.s.knn_engine, "m": self.s.hnsw_m,
+             "ef_construction": self.s.hnsw_ef_construction},
+        )
+        meta = {
+            "osrag": {
+                "embedding_model": emb.model_name,
+                "dimension": dim,
+                "query_prefix": emb.query_prefix,
+                "passage_prefix": emb.passage_prefix,
+                "template_version": templates.TEMPLATE_VERSION,
+                "fingerprint": fp,
+                "stemmer": self.s.stemmer,
+                "created_at": now.isoformat(),
+                "last_ingest_at": None,
+            }
+        }
+        body = {"mappings": {"_meta": meta, "properties": {"embedding": knn["embedding"]}}}
+        self.cluster.call(f"create index {name}", self.cluster.client.indices.create, index=name, body=body)
+        return name
+
+    def current_index(self) -> str | None:
+        """The concrete index the alias points to (None when there is no alias)."""
+        client = self.cluster.client
+        got = self.cluster.call("get alias", client.indices.get_alias, name=self.alias, ignore=404)
+        names = [k for k in (got or {}) if k not in ("error", "status")]
+        if len(names) > 1:
+            raise IndexStateError(f"alias {self.alias} points to {len(names)} indices: {', '.join(sorted(names))}")
+        return names[0] if names else None
+
+    def require_index(self) -> str:
+        idx = self.current_index()
+        if idx is None:
+            raise IndexStateError(f"alias {self.alias} does not exist; run `osrag install` first")
+        return idx
+
+    def point_alias(self, index: str) -> None:
+        """Move the alias to ``index`` in one atomic ``_aliases`` request."""
+        actions: list[dict[str, Any]] = []
+        old = self.current_index()
+        if old and old != index:
+            actions.append({"remove": {"index": old, "alias": self.alias}})
+        actions.append({"add": {"index": index, "alias": self.alias, "is_write_index": True}})
+        self.cluster.call("update aliases", self.cluster.client.indices.update_aliases, body={"actions": actions})
+
+    def meta(self, index: str | None = None) -> dict[str, Any]:
+        index = index or self.require_index()
+        got = self.cluster.call("get mapping", self.cluster.client.indices.get_mapping, index=index)
+        mapping = next(iter(got.values()))["mappings"]
+        return dict((mapping.get("_meta") or {}).get("osrag") or {})
+
+    def update_meta(self, index: str, **changes: Any) -> dict[str, Any]:
+        """Read-modify-write of ``_meta.osrag`` (the whole ``_meta`` is replaced by the server)."""
+        current = self.meta(index)
+        current.update(changes)
+        self.cluster.call(
+            "update index meta",
+            self.cluster.client.indices.put_mapping,
+            index=index,
+            body={"_meta": {"osrag": current}},
+        )
+        return current
+
+    # ---- analysis -------------------------------------------------------------------------
+    def analyze(self, text: str, analyzers: tuple[str, ...] = ANALYZERS) -> dict[str, list[dict[str, Any]]]:
+        """Tokens each installed analyzer produces for ``text`` (admin's debugging view)."""
+        index = self.require_index()
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name in analyzers:
+            got = self.cluster.call(
+                f"analyze with {name}",
+                self.cluster.client.indices.analyze,
+                index=index,
+                body={"analyzer": name, "text": text},
+            )
+            out[name] = [
+                {"token": t["token"], "position": t["position"], "start": t["start_offset"],
+                 "end": t["end_offset"], **({"length": t["positionLength"]} if t.get("positionLength", 1) > 1 else {})}
+                for t in got.get("tokens", [])
+            ]
+        return out
+
+    def tokens(self, text: str, analyzer: str = "ru_index") -> list[str]:
+        return [t["token"] for t in self.analyze(text, (analyzer,))[analyzer]]
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted paths to normalised leaf strings (the server returns settings as strings)."""
+    out: dict[str, str] = {}
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(node, list):
+        out[prefix] = json.dumps([_norm_leaf(x) for x in node], ensure_ascii=False, sort_keys=True)
+    else:
+        out[prefix] = _norm_leaf(node)
+    return out
+
+
+def _norm_leaf(v: Any) -> Any:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, dict):
+        return {k: _norm_leaf(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_norm_leaf(x) for x in v]
+    return str(v)
+
+
+def _settings_key(path: str) -> str:
+    # "template.settings.index.knn" and "template.settings.knn" mean the same thing.
+    return path.replace(".settings.index.", ".settings.")
+
+
+def _compare(desired: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    want = {_settings_key(k): v for k, v in _flatten(desired).items()}
+    have = {_settings_key(k): v for k, v in _flatten(actual).items()}
+    diffs = []
+    for path, value in sorted(want.items()):
+        if path.startswith("_meta.notes"):
+            continue
+        if path not in have:
+            diffs.append(f"{path} missing in cluster")
+        elif have[path] != value:
+            diffs.append(f"{path}: file {value!r} vs cluster {have[path]!r}")
+    return diffs
+
+
+def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
+    """Refuse to mix vectors of two models in one index."""
+    want, dim = meta.get("embedding_model"), meta.get("dimension")
+    if want is None:
+        raise IndexStateError("index has no osrag _meta (not created by osrag?)")
+    if embedder.model_name != want:
+        raise ConfigError(
+            f"embedding model {embedder.model_name!r} does not match the index's {want!r}; "
+            "run `osrag reindex` to move the corpus to the new model"
+        )
+    if dim is not None and embedder.dimension != dim:
+        raise ConfigError(
+            f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
+        )
+

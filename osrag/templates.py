@@ -1,0 +1,70 @@
+"""Load the JSON that OpenSearch reads from ``index_templates/`` and ``pipelines/``.
+
+The files stay plain JSON an admin can read; values that depend on settings are
+written as ``"{{name}}"`` placeholders and substituted here with typed values
+(a placeholder that is a whole string becomes the parameter itself, so numbers
+stay numbers and lists stay lists). Keys starting with ``_meta`` inside a
+component are documentation for admins and are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from osrag.errors import ConfigError
+from osrag.settings import REPO_ROOT
+
+TEMPLATE_VERSION = 1
+PIPELINE_VERSION = 1
+
+TEMPLATES_DIR = REPO_ROOT / "index_templates"
+PIPELINES_DIR = REPO_ROOT / "pipelines"
+
+_WHOLE = re.compile(r"^\{\{(\w+)\}\}$")
+_INLINE = re.compile(r"\{\{(\w+)\}\}")
+
+
+def render(node: Any, params: dict[str, Any]) -> Any:
+    """Substitute placeholders recursively; an unknown placeholder is an error."""
+    if isinstance(node, dict):
+        return {k: render(v, params) for k, v in node.items()}
+    if isinstance(node, list):
+        return [render(v, params) for v in node]
+    if isinstance(node, str):
+        m = _WHOLE.match(node)
+        if m:
+            return _param(params, m.group(1))
+        return _INLINE.sub(lambda mm: str(_param(params, mm.group(1))), node)
+    return node
+
+
+def _param(params: dict[str, Any], name: str) -> Any:
+    if name not in params:
+        raise ConfigError(f"template placeholder {{{{{name}}}}} has no value")
+    return params[name]
+
+
+def load(path: Path, params: dict[str, Any]) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read JSON ({exc})") from exc
+    return render(raw, params)
+
+
+def load_template(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    return load(TEMPLATES_DIR / f"{name}.json", params)
+
+
+def load_pipeline(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    return load(PIPELINES_DIR / f"{name}.json", params)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short stable hash of model identity and template content, for index names."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:10]
