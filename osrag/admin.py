@@ -34,7 +34,7 @@ def embedder_for(settings: Settings, model_name: str | None = None, meta: dict[s
     """The embedder an index is pinned to (from its ``_meta``), else the configured one."""
     meta = meta or {}
     return Embedder(
-        model_name or meta.get("embedding_model") or settings.embedding_model,
+        model_name or meta.get("embedding_model") or settings.effective_embedding_model,
         models_dir=settings.models_dir,
         device=settings.device,
         batch_size=settings.embedding_batch_size,

@@ -89,6 +89,118 @@ def dev_status(as_json: bool) -> None:
         sys.exit(1)
 
 
+# ---------------------------------------------------------------------- install
+@cli.command()
+@click.option("--check", is_flag=True, help="Only report drift between files and cluster; exit 1 if any.")
+@click.option("--embedding-model", default=None, help="Model for a newly created index (default: OSRAG_EMBEDDING_MODEL).")
+def install(check: bool, embedding_model: str | None) -> None:
+    """Install index templates and search pipelines; create the first index and alias."""
+    from osrag.admin import Admin
+
+    s = _settings()
+    if embedding_model:
+        s = s.model_copy(update={"embedding_model": embedding_model})
+    admin = Admin(s)
+    if check:
+        drifts = admin.check()
+        for d in drifts:
+            click.echo(str(d))
+        if drifts:
+            sys.exit(1)
+        click.echo(f"in sync: templates, pipelines and alias {s.alias}")
+        return
+    result = admin.install()
+    if result["created_index"]:
+        click.echo(f"created index {result['created_index']} behind alias {s.alias}")
+    click.echo(f"installed templates and pipelines for {s.alias} -> {result['index']}")
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--analyzer", "analyzers", multiple=True, help="Analyzer(s) to show (default: all osrag analyzers).")
+@click.option("--json", "as_json", is_flag=True)
+def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
+    """Show the tokens the installed analyzers produce for TEXT."""
+    from osrag.admin import ANALYZERS, Admin
+
+    result = Admin(_settings()).analyze(text, analyzers or ANALYZERS)
+    if as_json:
+        _echo_json(result)
+        return
+    for name, toks in result.items():
+        shown = " ".join(f"{t['token']}@{t['position']}" + (f"+{t['length']}" if "length" in t else "") for t in toks)
+        click.echo(f"{name:>10}: {shown}")
+
+
+# ----------------------------------------------------------------------- ingest
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--strategy", type=click.Choice(["markdown", "text", "fixed"]), default="markdown", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def ingest(paths: tuple[str, ...], strategy: str, as_json: bool) -> None:
+    """Chunk, embed and index files or directories (.md, .txt)."""
+    from tqdm import tqdm
+
+    from osrag.indexing import Ingester, find_files
+
+    s = _settings()
+    total = sum(1 for _ in find_files(paths))
+    bar = tqdm(total=total, unit="doc", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
+
+    def progress(path: str, outcome: str) -> None:
+        bar.update(1)
+        bar.set_postfix_str(outcome)
+
+    report = Ingester(s, strategy=strategy).ingest(paths, progress=progress)
+    bar.close()
+    if as_json:
+        _echo_json(report.as_dict())
+    else:
+        for path, reason in report.failed:
+            click.echo(f"failed: {path}: {reason}", err=True)
+        click.echo(
+            f"documents {report.documents}: indexed {report.indexed}, skipped {report.skipped} (unchanged), "
+            f"failed {len(report.failed)} · chunks {report.chunks} · tokens {report.tokens} · "
+            f"{report.seconds:.1f}s · {report.chunks_per_s:.1f} chunks/s · index {report.index}"
+        )
+    if report.failed:
+        sys.exit(1)
+
+
+# ----------------------------------------------------------------------- search
+def _parse_filter_options(items: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--filter")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@cli.command()
+@click.argument("question")
+@click.option("--budget", type=int, default=None, help="Token budget (default: OSRAG_BUDGET_TOKENS).")
+@click.option("--filter", "filters", multiple=True, help="key=value, e.g. category=promo, include_archived=true.")
+@click.option("--depth", type=int, default=None, help="Candidate depth for the hybrid query.")
+@click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder.")
+@click.option("--json", "as_json", is_flag=True)
+def search(question: str, budget: int | None, filters: tuple[str, ...], depth: int | None, no_rerank: bool,
+           as_json: bool) -> None:
+    """Answer QUESTION with the minimal material that fits the token budget."""
+    from osrag.envelope import render_text
+    from osrag.search import SearchClient
+
+    env = SearchClient(_settings()).search(
+        question, budget_tokens=budget, filters=_parse_filter_options(filters), depth=depth,
+        rerank=False if no_rerank else None,
+    )
+    if as_json:
+        click.echo(env.model_dump_json(indent=2))
+    else:
+        click.echo(render_text(env))
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="osrag", standalone_mode=False)

@@ -69,7 +69,9 @@ class Settings(BaseSettings):
     stemmer: str = "russian"  # Snowball "russian" or "light_russian"
 
     # --- models ------------------------------------------------------------------
-    embedding_model: str = PRODUCTION_EMBEDDING_MODEL
+    # None: use the model the index is pinned to (from its _meta); a new index
+    # then gets the production default. Set it to choose the model of a new index.
+    embedding_model: str | None = None
     embedding_query_prefix: str | None = None  # None: chosen by model (e5 → "query: ")
     embedding_passage_prefix: str | None = None
     embedding_batch_size: int = 32
@@ -83,6 +85,9 @@ class Settings(BaseSettings):
     chunk_min_tokens: int = 40
     chunk_overlap: float = 0.12
     budget_tokens: int = 1500
+    max_file_mb: float = 20.0
+    bulk_chunk_size: int = 200
+    ingest_batch_docs: int = 16
     candidate_depth: int = 40
     dedup_cosine: float = 0.95
     dedup_overlap: float = 0.8
@@ -107,6 +112,10 @@ class Settings(BaseSettings):
         if self.verify_certs is not None:
             return self.verify_certs
         return self.url.startswith("https://")
+
+    @property
+    def effective_embedding_model(self) -> str:
+        return self.embedding_model or PRODUCTION_EMBEDDING_MODEL
 
     @property
     def models_dir(self) -> Path:

@@ -1,0 +1,115 @@
+"""The self-describing answer: what was selected, what it cost, what was left out.
+
+Typed and JSON-serialisable (pydantic), so an app or an agent can act on it
+without guessing: ``status`` says whether this is everything relevant, a
+budgeted selection, or an explicit "nothing relevant found".
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class StageScores(BaseModel):
+    bm25_rank: int | None = None
+    knn_rank: int | None = None
+    fused: float | None = None
+    rerank: float | None = None
+    relevance: float | None = None
+
+
+class Passage(BaseModel):
+    chunk_id: str
+    doc_id: str
+    title: str = ""
+    heading_path: list[str] = Field(default_factory=list)
+    source: str = ""
+    section_id: str | None = None
+    parent_section_id: str | None = None
+    kind: str = "text"
+    text: str
+    tokens: int
+    rank: int
+    scores: StageScores = Field(default_factory=StageScores)
+    via_reserved_slot: bool = False
+    rerank_truncated: bool = False
+
+
+class LeftOutItem(BaseModel):
+    chunk_id: str
+    doc_id: str
+    tokens: int
+    reason: Literal["budget", "duplicate", "not_worth"]
+    duplicate_of: str | None = None
+
+
+class Freshness(BaseModel):
+    alias: str
+    index: str
+    embedding_model: str | None = None
+    dimension: int | None = None
+    last_ingest_at: str | None = None
+    age_seconds: float | None = None
+
+
+class RerankInfo(BaseModel):
+    model: str | None = None
+    used: bool = False
+    note: str = ""
+
+
+class Envelope(BaseModel):
+    question: str
+    status: Literal["complete", "budgeted", "nothing_relevant"]
+    message: str
+    budget_tokens: int
+    spent_tokens: int
+    passages: list[Passage] = Field(default_factory=list)
+    left_out: list[LeftOutItem] = Field(default_factory=list)
+    left_out_for_budget: int = 0
+    duplicates_dropped: int = 0
+    below_threshold: int = 0
+    candidates: int = 0
+    reserved_slot_used: str | None = None
+    fusion: str = "rrf"
+    rerank: RerankInfo = Field(default_factory=RerankInfo)
+    filters: dict[str, object] = Field(default_factory=dict)
+    freshness: Freshness
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+def render_text(env: Envelope) -> str:
+    """The readable view: passages with breadcrumbs, the budget line, then what was left out."""
+    lines: list[str] = []
+    if env.status == "nothing_relevant":
+        lines.append(f"Ничего релевантного не найдено / nothing relevant found: {env.message}")
+    for p in env.passages:
+        crumb = " > ".join(p.heading_path) or p.title
+        score = p.scores.rerank if p.scores.rerank is not None else p.scores.fused
+        lines.append(f"[{p.rank}] {p.doc_id} · {crumb}  ({p.tokens} tok, score {score:.4f})")
+        lines.append(f"    {p.source}")
+        body = p.text.strip()
+        lines.extend("    " + ln for ln in body.splitlines())
+        lines.append("")
+    lines.append(
+        f"budget: {env.spent_tokens}/{env.budget_tokens} tokens · {env.status} · {len(env.passages)} passage(s) "
+        f"from {env.candidates} candidate(s) · fusion {env.fusion} · rerank "
+        f"{'on' if env.rerank.used else 'off'}{f' ({env.rerank.note})' if env.rerank.note else ''}"
+    )
+    if env.left_out:
+        lines.append(
+            f"left out: {env.left_out_for_budget} for budget, {env.duplicates_dropped} duplicate(s), "
+            f"{env.below_threshold} below the relevance threshold"
+        )
+        for item in env.left_out:
+            extra = f" (duplicate of {item.duplicate_of})" if item.duplicate_of else ""
+            lines.append(f"  - {item.chunk_id} {item.tokens} tok: {item.reason}{extra}")
+    f = env.freshness
+    age = f"{f.age_seconds / 3600:.1f} h ago" if f.age_seconds is not None else "never"
+    lines.append(f"index: {f.index} ({f.embedding_model}, dim {f.dimension}) · last ingest {age}")
+    for n in env.notes:
+        lines.append(f"note: {n}")
+    return "\n".join(lines)

@@ -1,0 +1,437 @@
+"""Ingest: documents → chunks → embeddings → bulk writes, with atomic replacement.
+
+How a re-ingested document replaces its chunks without a reader ever seeing a
+mix of old and new chunks, or the document missing in between:
+
+* Every chunk carries ``version_key = "{doc_id}@{content hash}"``; its ``_id``
+  includes that key, so a new version never overwrites an old chunk in place.
+* A tiny state index ``{alias}.state`` holds one document, ``hidden``, listing
+  version keys readers must not see. Every osrag query filters them out on both
+  heads (``visibility_filter``) with a terms lookup, which reads that document
+  in real time.
+* Re-ingesting doc D from v1 to v2: (1) add ``D@v2`` to ``hidden``; (2) bulk-write
+  the v2 chunks and refresh — readers still see only v1; (3) in ONE scripted
+  update of ``hidden``, remove ``D@v2`` and add ``D@v1`` — readers switch from all
+  of v1 to all of v2 at once; (4) delete the v1 chunks and refresh; (5) drop
+  ``D@v1`` from ``hidden``. A document whose chunks failed to write is never
+  flipped: its partial v2 chunks are deleted and v1 stays visible.
+* A crash between steps leaves extra hidden chunks, never a visible mix; the next
+  ingest of the document redoes the steps (the ``_id``s are deterministic).
+
+Documents whose content hash (which also covers the chunking settings and the
+model) matches the visible version are skipped. Memory stays flat: documents
+are read, chunked, embedded and written in small batches, and bulk actions are
+streamed. Bulk items rejected with 429 or failing on timeouts are retried with
+backoff (``streaming_bulk`` with ``max_retries`` and ``raise_on_error=False``);
+what still fails is reported per item, never dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osrag.admin import Admin, embedder_for, require_same_model, utcnow
+from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
+from osrag.embedding import Embedder
+from osrag.errors import BulkIndexError, ConfigError, DocumentError, IndexStateError
+from osrag.settings import Settings
+
+SUFFIXES = (".md", ".markdown", ".txt")
+FRONT_KEYS = ("doc_id", "title", "category", "archived", "tenant", "acl", "updated_at", "source")
+HIDDEN_ID = "hidden"
+
+
+# ---------------------------------------------------------------- reading documents
+def find_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, Path]]:
+    """(file, root) pairs for the given files and directories, sorted for determinism."""
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file() and f.suffix.lower() in SUFFIXES:
+                    yield f, p
+        else:
+            yield p, p.parent
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Simple ``key: value`` front matter between ``---`` lines; body returned without it."""
+    if not text.startswith("---"):
+        return {}, text
+    lines = text.split("\n")
+    if lines[0].strip() != "---":
+        return {}, text
+    meta: dict[str, str] = {}
+    for i in range(1, len(lines)):
+        line = lines[i]
+        if line.strip() == "---":
+            return meta, "\n".join(lines[i + 1 :]).lstrip("\n")
+        if ":" in line:
+            k, v = line.split(":", 1)
+            meta[k.strip()] = v.strip().strip('"').strip("'")
+    return {}, text  # unterminated: treat as body
+
+
+def read_document(path: Path, root: Path, max_bytes: int) -> Document:
+    """One file as a Document, or a DocumentError naming what is wrong with it."""
+    name = str(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    if size > max_bytes:
+        raise DocumentError(name, f"file too large ({size / 1e6:.1f} MB > limit {max_bytes / 1e6:.0f} MB; OSRAG_MAX_FILE_MB)")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    if b"\x00" in raw[:8192]:
+        raise DocumentError(name, "binary file (contains NUL bytes), not text")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(name, f"not UTF-8 (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})") from exc
+    meta, body = parse_front_matter(text.replace("\r\n", "\n"))
+    if not body.strip():
+        raise DocumentError(name, "empty document (no text after front matter)" if meta else "empty file")
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    doc_id = meta.get("doc_id") or rel.with_suffix("").as_posix()
+    title = meta.get("title") or _first_heading(body) or path.stem
+    metadata: dict[str, Any] = {k: meta[k] for k in FRONT_KEYS if k in meta}
+    metadata["archived"] = str(meta.get("archived", "false")).lower() in ("true", "yes", "1")
+    metadata["format"] = "text" if path.suffix.lower() == ".txt" else "markdown"
+    return Document(doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata)
+
+
+def _first_heading(body: str) -> str | None:
+    for line in body.split("\n"):
+        if line.startswith("#"):
+            return line.lstrip("#").strip() or None
+    return None
+
+
+# ---------------------------------------------------------------- visibility
+def state_index(alias: str) -> str:
+    return f"{alias}.state"
+
+
+def visibility_filter(alias: str) -> dict[str, Any]:
+    """The clause every read adds (on both heads): hide pending and retired versions."""
+    return {
+        "bool": {
+            "must_not": [
+                {"terms": {"version_key": {"index": state_index(alias), "id": HIDDEN_ID, "path": "keys"}}}
+            ]
+        }
+    }
+
+
+# ---------------------------------------------------------------- report
+@dataclass
+class IngestReport:
+    documents: int = 0
+    indexed: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    tokens: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    failed_items: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    index: str = ""
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "documents": self.documents,
+            "indexed": self.indexed,
+            "skipped": self.skipped,
+            "failed": len(self.failed),
+            "failures": [{"path": p, "reason": r} for p, r in self.failed],
+            "chunks": self.chunks,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "embed_seconds": round(self.embed_seconds, 3),
+            "chunks_per_s": round(self.chunks_per_s, 1),
+        }
+
+
+@dataclass
+class _Prepared:
+    doc: Document
+    path: str
+    version_key: str
+    chunks: list[Chunk]
+
+
+# ---------------------------------------------------------------- the ingester
+class Ingester:
+    """Writes documents into the index behind the alias, one batch at a time."""
+
+    def __init__(self, settings: Settings, admin: Admin | None = None, embedder: Embedder | None = None,
+                 strategy: str = "markdown") -> None:
+        self.s = settings
+        self.admin = admin or Admin(settings)
+        self.cluster = self.admin.cluster
+        self._embedder = embedder
+        self.strategy = strategy
+        self.config = ChunkingConfig(
+            max_tokens=settings.chunk_max_tokens,
+            min_tokens=settings.chunk_min_tokens,
+            overlap=settings.chunk_overlap,
+        )
+
+    # -- setup
+    def _prepare_target(self) -> tuple[str, Embedder]:
+        index = self.admin.require_index()
+        meta = self.admin.meta(index)
+        lock = meta.get("reindex_lock")
+        if lock:
+            raise IndexStateError(
+                f"a reindex into {lock.get('target')} has held the lock since {lock.get('since')}; "
+                "ingest is refused so that no write is lost — retry when it finishes (or `osrag reindex --abort`)"
+            )
+        if self.s.embedding_model and self.s.embedding_model != meta.get("embedding_model"):
+            raise ConfigError(
+                f"OSRAG_EMBEDDING_MODEL={self.s.embedding_model!r} but index {index} is pinned to "
+                f"{meta.get('embedding_model')!r}; run `osrag reindex` to change models"
+            )
+        emb = self._embedder or embedder_for(self.s, meta=meta)
+        require_same_model(meta, emb)
+        self._ensure_state()
+        return index, emb
+
+    def _ensure_state(self) -> None:
+        name = state_index(self.s.alias)
+        client = self.cluster.client
+        if not self.cluster.call("check state index", client.indices.exists, index=name):
+            self.cluster.call(
+                "create state index", client.indices.create, index=name,
+                body={"settings": {"number_of_shards": 1, "number_of_replicas": self.s.replicas},
+                      "mappings": {"dynamic": "strict", "properties": {"keys": {"type": "keyword"}}}},
+                ignore=400,
+            )
+
+    def _hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+        """One atomic scripted update of the hidden list."""
+        client = self.cluster.client
+        body = {
+            "script": {
+                "lang": "painless",
+                "source": "if (ctx._source.keys == null) { ctx._source.keys = []; } "
+                "ctx._source.keys.removeAll(params.remove); "
+                "for (k in params.add) { if (!ctx._source.keys.contains(k)) { ctx._source.keys.add(k); } }",
+                "params": {"add": list(add), "remove": list(remove)},
+            },
+            "upsert": {"keys": list(add)},
+        }
+        self.cluster.call("update hidden versions", client.update, index=state_index(self.s.alias),
+                          id=HIDDEN_ID, body=body, refresh=True, retry_on_conflict=10)
+
+    # -- the main loop
+    def ingest(self, paths: Iterable[str | Path], progress: Callable[[str, str], None] | None = None) -> IngestReport:
+        started = time.perf_counter()
+        index, emb = self._prepare_target()
+        report = IngestReport(index=index)
+        count = emb.count_tokens
+        max_bytes = int(self.s.max_file_mb * 1_000_000)
+        batch: list[_Prepared] = []
+        for path, root in find_files(paths):
+            report.documents += 1
+            try:
+                doc = read_document(path, root, max_bytes)
+                chunks = chunk_document(doc, self.strategy, self.config, count)
+                if not chunks:
+                    raise DocumentError(str(path), "no indexable text after chunking")
+            except DocumentError as exc:
+                report.failed.append((exc.path, exc.reason))
+                _tick(progress, str(path), "failed")
+                continue
+            except Exception as exc:  # a chunker bug must not stop the batch
+                report.failed.append((str(path), f"cannot chunk: {type(exc).__name__}: {exc}"))
+                _tick(progress, str(path), "failed")
+                continue
+            version = self._version(doc, emb)
+            batch.append(_Prepared(doc, str(path), f"{doc.doc_id}@{version}", chunks))
+            if len(batch) >= self.s.ingest_batch_docs:
+                self._write_batch(index, emb, batch, report, progress)
+                batch = []
+        if batch:
+            self._write_batch(index, emb, batch, report, progress)
+        self.admin.update_meta(index, last_ingest_at=utcnow().isoformat())
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _version(self, doc: Document, emb: Embedder) -> str:
+        h = hashlib.sha256()
+        h.update(doc.text.encode("utf-8"))
+        h.update(repr(sorted((k, str(v)) for k, v in doc.metadata.items())).encode("utf-8"))
+        h.update(repr((self.strategy, self.config, emb.model_name, doc.title, doc.source)).encode("utf-8"))
+        return h.hexdigest()[:16]
+
+    def visible_versions(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        """doc_id → version keys readers currently see."""
+        if not doc_ids:
+            return {}
+        client = self.cluster.client
+        resp = self.cluster.call(
+            "look up current versions", client.search, index=self.s.alias,
+            body={
+                "size": 0,
+                "query": {"bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.s.alias)]}},
+                "aggs": {"d": {"terms": {"field": "doc_id", "size": len(doc_ids)},
+                               "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}}}},
+            },
+        )
+        out: dict[str, set[str]] = {}
+        for b in resp["aggregations"]["d"]["buckets"]:
+            out[b["key"]] = {v["key"] for v in b["v"]["buckets"]}
+        return out
+
+    def _write_batch(self, index: str, emb: Embedder, batch: list[_Prepared], report: IngestReport,
+                     progress: Callable[[str, str], None] | None) -> None:
+        current = self.visible_versions([p.doc.doc_id for p in batch])
+        todo: list[_Prepared] = []
+        seen: set[str] = set()
+        for p in batch:
+            if p.doc.doc_id in seen:
+                report.failed.append((p.path, f"duplicate doc_id {p.doc.doc_id!r} in this ingest"))
+                _tick(progress, p.path, "failed")
+                continue
+            seen.add(p.doc.doc_id)
+            if current.get(p.doc.doc_id) == {p.version_key}:
+                report.skipped += 1
+                _tick(progress, p.path, "skipped")
+            else:
+                todo.append(p)
+        if not todo:
+            return
+        t0 = time.perf_counter()
+        texts = [c.text for p in todo for c in p.chunks]
+        vectors = emb.encode_passages(texts)
+        report.embed_seconds += time.perf_counter() - t0
+
+        new_keys = [p.version_key for p in todo]
+        self._hide(add=new_keys)
+        now = utcnow().isoformat()
+        failed_keys = self._bulk(index, todo, vectors, now, report)
+        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=index)
+
+        ok = [p for p in todo if p.version_key not in failed_keys]
+        old_keys = sorted({k for p in ok for k in current.get(p.doc.doc_id, set()) if k != p.version_key})
+        # The flip: one update shows every new version and hides every old one.
+        self._hide(add=old_keys, remove=[p.version_key for p in ok])
+        doomed = old_keys + sorted(failed_keys)
+        if doomed:
+            self.cluster.call(
+                "delete replaced chunks", self.cluster.client.delete_by_query, index=index,
+                body={"query": {"terms": {"version_key": doomed}}}, refresh=True, conflicts="proceed",
+            )
+            self._hide(remove=doomed)
+        for p in todo:
+            if p.version_key in failed_keys:
+                report.failed.append((p.path, failed_keys[p.version_key]))
+                _tick(progress, p.path, "failed")
+            else:
+                report.indexed += 1
+                report.chunks += len(p.chunks)
+                report.tokens += sum(c.token_count for c in p.chunks)
+                _tick(progress, p.path, "indexed")
+
+    def _bulk(self, index: str, todo: list[_Prepared], vectors: Any, now: str, report: IngestReport) -> dict[str, str]:
+        """Stream the chunks; returns version_key → reason for documents with failed items."""
+        from opensearchpy.helpers import streaming_bulk
+
+        def actions() -> Iterator[dict[str, Any]]:
+            i = 0
+            for p in todo:
+                for c in p.chunks:
+                    yield {"_op_type": "index", "_index": index, "_id": f"{p.version_key}:{c.ordinal}",
+                           "_source": chunk_source(p.doc, c, p.version_key, vectors[i], now)}
+                    i += 1
+
+        failed: dict[str, str] = {}
+        items: list[dict[str, Any]] = []
+        with self.cluster_errors():
+            for ok, item in streaming_bulk(
+                self.cluster.client, actions(), chunk_size=self.s.bulk_chunk_size, max_retries=5,
+                initial_backoff=1, max_backoff=30, raise_on_error=False, raise_on_exception=False,
+                request_timeout=max(60.0, self.s.timeout_s),
+            ):
+                if ok:
+                    continue
+                info = next(iter(item.values()))
+                items.append(item)
+                key = str(info.get("_id", "")).rsplit(":", 1)[0]
+                err = info.get("error")
+                reason = err.get("reason") if isinstance(err, dict) else str(err)
+                failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {reason}")
+        report.failed_items.extend(items)
+        return failed
+
+    def cluster_errors(self) -> Any:
+        from osrag.connection import translate_errors
+
+        return translate_errors(self.s.url, "bulk write")
+
+
+def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
+    md = doc.metadata
+    acl = md.get("acl")
+    src: dict[str, Any] = {
+        "chunk_id": c.chunk_id,
+        "doc_id": doc.doc_id,
+        "ordinal": c.ordinal,
+        "section_id": c.section_id,
+        "parent_section_id": c.parent_section_id,
+        "kind": c.kind,
+        "title": doc.title,
+        "breadcrumb": " > ".join(c.heading_path),
+        "heading_path": list(c.heading_path),
+        "text": c.text,
+        "body": c.body,
+        "start": c.start,
+        "end": c.end,
+        "version": version_key.rsplit("@", 1)[1],
+        "version_key": version_key,
+        "source": doc.source,
+        "category": md.get("category"),
+        "tenant": md.get("tenant"),
+        "acl": [a.strip() for a in str(acl).split(",") if a.strip()] if acl else None,
+        "archived": bool(md.get("archived", False)),
+        "token_count": c.token_count,
+        "updated_at": _date_or_none(md.get("updated_at")),
+        "ingested_at": now,
+        "embedding": [float(x) for x in vector],
+    }
+    return {k: v for k, v in src.items() if v is not None}
+
+
+def _date_or_none(value: Any) -> str | None:
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(str(value)[:10]).isoformat()
+    except ValueError:
+        return None
+
+
+def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) -> None:
+    if progress is not None:
+        progress(path, outcome)
+
+
+__all__ = ["Ingester", "IngestReport", "read_document", "find_files", "visibility_filter", "BulkIndexError"]

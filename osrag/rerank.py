@@ -1,0 +1,74 @@
+"""Cross-encoder reranking of the fused candidates (20–50 of them, never the corpus).
+
+The model loads once per process on first use. Pairs longer than the model's
+input limit are truncated by the model; we count tokens first so the answer can
+say which candidates were judged on a truncated text. If the model cannot be
+loaded, ``RerankUnavailable`` says why and the caller keeps the fused order.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from osrag.errors import ModelError
+
+
+class RerankUnavailable(ModelError):
+    """The cross-encoder cannot be loaded or run; results keep the fused order."""
+
+
+@functools.lru_cache(maxsize=2)
+def load_cross_encoder(name: str, device: str = "cpu") -> Any:
+    try:
+        from sentence_transformers import CrossEncoder
+
+        return CrossEncoder(name, device=device)
+    except Exception as exc:
+        raise RerankUnavailable(
+            f"cannot load reranker {name!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class RerankResult:
+    scores: list[float]
+    truncated: list[bool]
+    max_length: int | None
+
+
+class Reranker:
+    def __init__(self, model_name: str, device: str = "cpu", batch_size: int = 16) -> None:
+        self.model_name = model_name
+        self.device = device
+        self.batch_size = batch_size
+        self._model: Any | None = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            self._model = load_cross_encoder(self.model_name, self.device)
+        return self._model
+
+    def score(self, question: str, texts: Sequence[str]) -> RerankResult:
+        if not texts:
+            return RerankResult([], [], None)
+        model = self.model
+        try:
+            raw = model.predict(
+                [(question, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+        except Exception as exc:
+            raise RerankUnavailable(f"reranker {self.model_name!r} failed: {type(exc).__name__}: {exc}") from exc
+        scores = [float(x) for x in (raw.reshape(len(texts), -1)[:, -1] if raw.ndim > 1 else raw)]
+        max_len = getattr(model, "max_length", None) or getattr(getattr(model, "tokenizer", None), "model_max_length", None)
+        truncated = [False] * len(texts)
+        tok = getattr(model, "tokenizer", None)
+        if tok is not None and max_len:
+            for i, t in enumerate(texts):
+                n = len(tok(question, t, add_special_tokens=True, truncation=False)["input_ids"])
+                truncated[i] = n > max_len
+        return RerankResult(scores, truncated, int(max_len) if max_len else None)

@@ -1,0 +1,364 @@
+"""The query path: question → candidates → reranked → selected → envelope.
+
+Candidates come from ONE native ``hybrid`` query through the alias's search
+pipeline (RRF by default): a BM25 head that is a ``bool.should`` of per-field
+``match`` queries (chunk text, breadcrumb, title and the whole-identifier
+subfield, so the user's own wording always takes part and exact codes survive)
+and a kNN head on the question's embedding. Filters and the visibility clause
+apply to both heads — inside the kNN query as an efficient filter, so the graph
+search is not starved by a post-filter. User text only ever goes into ``match``
+queries, which do not parse query syntax.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from osrag.admin import Admin, embedder_for
+from osrag.budget import Candidate, Selection, SelectionConfig, select
+from osrag.embedding import Embedder
+from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores
+from osrag.errors import InputError, ModelError
+from osrag.indexing import visibility_filter
+from osrag.rerank import Reranker
+from osrag.settings import Settings
+
+MAX_QUESTION_CHARS = 4000
+FILTER_KEYS = ("category", "tenant", "acl", "doc_id", "kind", "updated_after", "updated_before", "include_archived")
+MODES = ("hybrid", "bm25", "bm25-std", "knn")
+
+
+# ------------------------------------------------------------------ pure query building
+def parse_filters(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate filter keys and values; unknown keys are an error naming the key."""
+    out: dict[str, Any] = {}
+    for key, value in (raw or {}).items():
+        if key not in FILTER_KEYS:
+            raise InputError(f"unknown filter {key!r}; known: {', '.join(FILTER_KEYS)}")
+        if key == "include_archived":
+            out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+        elif key in ("updated_after", "updated_before"):
+            try:
+                out[key] = dt.date.fromisoformat(str(value)[:10]).isoformat()
+            except ValueError as exc:
+                raise InputError(f"filter {key} wants a date YYYY-MM-DD, got {value!r}") from exc
+        else:
+            values = value if isinstance(value, (list, tuple)) else str(value).split(",")
+            out[key] = [str(v).strip() for v in values if str(v).strip()]
+            if not out[key]:
+                raise InputError(f"filter {key} is empty")
+    return out
+
+
+def filter_clauses(alias: str, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Clauses every head gets: visibility, archive exclusion, user filters."""
+    clauses: list[dict[str, Any]] = [visibility_filter(alias)]
+    if not filters.get("include_archived", False):
+        clauses.append({"bool": {"must_not": [{"term": {"archived": True}}]}})
+    for key in ("category", "tenant", "doc_id", "kind"):
+        if key in filters:
+            clauses.append({"terms": {key: list(filters[key])}})
+    if "acl" in filters:  # a chunk without ACL groups is public
+        clauses.append({"bool": {"should": [{"terms": {"acl": list(filters["acl"])}},
+                                            {"bool": {"must_not": [{"exists": {"field": "acl"}}]}}],
+                                 "minimum_should_match": 1}})
+    rng = {}
+    if "updated_after" in filters:
+        rng["gte"] = filters["updated_after"]
+    if "updated_before" in filters:
+        rng["lte"] = filters["updated_before"]
+    if rng:
+        clauses.append({"range": {"updated_at": rng}})
+    return clauses
+
+
+def bm25_head(question: str, filters: list[dict[str, Any]], field: str = "text") -> dict[str, Any]:
+    """Per-field matches in a bool.should (multi_match over graph analyzers can be rewritten wrongly)."""
+    if field == "text.std":
+        should: list[dict[str, Any]] = [{"match": {"text.std": {"query": question}}}]
+    else:
+        should = [
+            {"match": {"text": {"query": question}}},
+            {"match": {"breadcrumb": {"query": question, "boost": 0.6}}},
+            {"match": {"title": {"query": question, "boost": 0.4}}},
+            {"match": {"text.ident": {"query": question, "boost": 1.5}}},
+        ]
+    return {"bool": {"should": should, "minimum_should_match": 1, "filter": filters}}
+
+
+def knn_head(vector: Sequence[float], k: int, filters: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"knn": {"embedding": {"vector": [float(x) for x in vector], "k": k,
+                                  "filter": {"bool": {"filter": filters}}}}}
+
+
+def hybrid_body(question: str, vector: Sequence[float], depth: int, filters: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "size": depth,
+        "query": {
+            "hybrid": {
+                "queries": [bm25_head(question, filters), knn_head(vector, depth, filters)],
+                "pagination_depth": depth,
+            }
+        },
+        "_source": {"excludes": ["body"]},
+    }
+
+
+# ------------------------------------------------------------------ lexical relevance gate
+_WORD = re.compile(r"[0-9A-Za-zА-Яа-яЁё_][0-9A-Za-zА-Яа-яЁё_.\-]*[0-9A-Za-zА-Яа-яЁё_]|[0-9A-Za-zА-Яа-яЁё]")
+_GATE_STOP = frozenset(
+    "и в во на с со как а то все так но да к у же за бы по от из о об ли или для при что это этот эта эти "
+    "какой какая какие какое где когда как ли мне меня мой моя мы вы вас нас их его ее я ты он она они "
+    "есть был была было будет можно нужно надо ли если у также еще уже".split()
+)
+
+
+def _stem(word: str) -> str:
+    w = word.lower().replace("ё", "е")
+    if any(ch.isdigit() for ch in w) or re.search(r"[a-z]", w):
+        return w  # identifiers are matched whole
+    return w[:5] if len(w) > 5 else w
+
+
+def query_terms(question: str) -> list[str]:
+    return sorted({_stem(w) for w in _WORD.findall(question) if w.lower() not in _GATE_STOP and len(w) > 1})
+
+
+def term_coverage(terms: Sequence[str], text: str) -> float:
+    """Share of the question's content terms (crudely stemmed) that the text contains."""
+    if not terms:
+        return 0.0
+    have = {_stem(w) for w in _WORD.findall(text)}
+    return sum(1 for t in terms if t in have) / len(terms)
+
+
+# ------------------------------------------------------------------ the client
+@dataclass
+class Hit:
+    chunk_id: str
+    source: dict[str, Any]
+    fused: float
+    rank: int
+    relevance: float = 0.0
+    coverage: float = 0.0
+    cosine: float = 0.0
+    rerank: float | None = None
+    truncated: bool = False
+
+
+@dataclass
+class Retrieval:
+    hits: list[Hit]
+    index: str
+    meta: dict[str, Any]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class SearchClient:
+    """What apps call: ``SearchClient(settings).search(question, budget_tokens=…, filters=…)``.
+
+    Construction does no I/O; the cluster, the embedding model and the reranker
+    are reached on the first search and reused afterwards.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, reranker: Reranker | None = None) -> None:
+        self.s = settings or Settings()
+        self.admin = Admin(self.s)
+        self.cluster = self.admin.cluster
+        self._embedder: Embedder | None = None
+        self._index_meta: tuple[str, dict[str, Any]] | None = None
+        self._reranker = reranker
+        self.min_coverage = 0.5
+        self.min_cosine = 0.6
+
+    # -- lazily resolved parts
+    def _target(self) -> tuple[str, dict[str, Any]]:
+        index = self.admin.require_index()
+        if self._index_meta is None or self._index_meta[0] != index:
+            self._index_meta = (index, self.admin.meta(index))
+            self._embedder = None
+        return self._index_meta
+
+    def embedder(self) -> Embedder:
+        _, meta = self._target()
+        if self._embedder is None:
+            self._embedder = embedder_for(self.s, meta=meta)
+        return self._embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        if self._reranker is None and self.s.rerank:
+            self._reranker = Reranker(self.s.reranker_model, self.s.device, self.s.rerank_batch_size)
+        return self._reranker if self.s.rerank or self._reranker is not None else None
+
+    # -- retrieval
+    def retrieve(self, question: str, *, mode: str = "hybrid", depth: int | None = None,
+                 filters: Mapping[str, Any] | None = None, pipeline: str | None = None) -> Retrieval:
+        """Candidates only (used by ``search`` and by eval to compare heads and fusions)."""
+        question = validate_question(question)
+        if mode not in MODES:
+            raise InputError(f"unknown retrieval mode {mode!r}; known: {', '.join(MODES)}")
+        depth = depth or self.s.candidate_depth
+        if not 1 <= depth <= 1000:
+            raise InputError(f"candidate depth must be between 1 and 1000, got {depth}")
+        flt = filter_clauses(self.s.alias, parse_filters(filters))
+        index, meta = self._target()
+        timings: dict[str, float] = {}
+        params: dict[str, Any] = {}
+        vector = None
+        if mode in ("hybrid", "knn"):
+            t0 = time.perf_counter()
+            vector = self.embedder().encode_query(question)
+            timings["embed_query"] = (time.perf_counter() - t0) * 1000
+        if mode == "hybrid":
+            body = hybrid_body(question, vector, depth, flt)
+            params["search_pipeline"] = pipeline or self.admin.pipeline_name(self.s.fusion)
+        elif mode == "knn":
+            body = {"size": depth, "query": knn_head(vector, depth, flt), "_source": {"excludes": ["body"]}}
+        else:
+            body = {"size": depth, "query": bm25_head(question, flt, "text.std" if mode == "bm25-std" else "text"),
+                    "_source": {"excludes": ["body"]}}
+        t0 = time.perf_counter()
+        resp = self.cluster.call("search", self.cluster.client.search, index=self.s.alias, body=body, params=params)
+        timings["retrieve"] = (time.perf_counter() - t0) * 1000
+        hits = [
+            Hit(chunk_id=h["_source"].get("chunk_id", h["_id"]), source=h["_source"], fused=float(h["_score"] or 0.0),
+                rank=i + 1)
+            for i, h in enumerate(resp["hits"]["hits"])
+        ]
+        return Retrieval(hits, index, meta, timings)
+
+    # -- the full contract
+    def search(self, question: str, *, budget_tokens: int | None = None, filters: Mapping[str, Any] | None = None,
+               depth: int | None = None, rerank: bool | None = None, tokenizer: Any | None = None,
+               selection: SelectionConfig | None = None) -> Envelope:
+        """The minimal material sufficient to answer ``question`` within the budget, or say so."""
+        t_start = time.perf_counter()
+        budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
+        if not isinstance(budget, int) or budget <= 0:
+            raise InputError(f"token budget must be a positive integer, got {budget!r}")
+        parsed_filters = parse_filters(filters)
+        ret = self.retrieve(question, depth=depth, filters=parsed_filters)
+        question = question.strip()
+        timings = dict(ret.timings_ms)
+        notes: list[str] = []
+        emb = self.embedder()
+        qvec = emb.encode_query(question) if ret.hits else None
+
+        # Relevance gate (independent of the fused score, which is rank-based and always positive).
+        terms = query_terms(question)
+        for h in ret.hits:
+            vec = h.source.get("embedding")
+            cos = float(sum(a * b for a, b in zip(qvec, vec))) if (qvec is not None and vec) else 0.0
+            h.coverage, h.cosine = term_coverage(terms, h.source.get("text", "")), cos
+            h.relevance = max(h.coverage, h.cosine)
+
+        info = RerankInfo(model=self.s.reranker_model if (rerank if rerank is not None else self.s.rerank) else None)
+        ordered = list(ret.hits)
+        use_rerank = self.s.rerank if rerank is None else rerank
+        if use_rerank and ordered:
+            t0 = time.perf_counter()
+            try:
+                rr = (self.reranker or Reranker(self.s.reranker_model)).score(
+                    question, [h.source.get("text", "") for h in ordered])
+                for h, sc, tr in zip(ordered, rr.scores, rr.truncated):
+                    h.rerank, h.truncated = sc, tr
+                ordered.sort(key=lambda h: (-(h.rerank or 0.0), h.rank))
+                info.used = True
+                n_tr = sum(rr.truncated)
+                if n_tr:
+                    info.note = f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking"
+            except ModelError as exc:
+                info.note = f"reranker unavailable, kept RRF order: {exc}"
+                notes.append(info.note)
+            timings["rerank"] = (time.perf_counter() - t0) * 1000
+        elif not use_rerank:
+            info.note = "disabled by configuration"
+
+        t0 = time.perf_counter()
+        count = tokenizer or emb.count_tokens
+        relevant_ids = {h.chunk_id for h in ordered if self._is_relevant(h)}
+        cands = []
+        for pos, h in enumerate(ordered):
+            vec = h.source.get("embedding")
+            # Score for ordering: rank-derived so selection walks the final order.
+            cands.append(Candidate(
+                chunk_id=h.chunk_id, doc_id=h.source.get("doc_id", ""), text=h.source.get("text", ""),
+                tokens=int(count(h.source.get("text", ""))), score=float(len(ordered) - pos),
+                kind=h.source.get("kind", "text"), embedding=tuple(vec) if vec else None,
+                section_id=h.source.get("section_id"),
+            ))
+        gated = [c for c in cands if c.chunk_id in relevant_ids]
+        cfg = selection or SelectionConfig(dup_cosine=self.s.dedup_cosine, dup_overlap=self.s.dedup_overlap)
+        sel = select(gated, budget, cfg)
+        timings["select"] = (time.perf_counter() - t0) * 1000
+        env = self._envelope(question, budget, ret, ordered, sel, len(cands) - len(gated), info, parsed_filters,
+                             notes, timings)
+        env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
+        return env
+
+    def _is_relevant(self, h: Hit) -> bool:
+        return h.coverage >= self.min_coverage or h.cosine >= self.min_cosine
+
+    def _envelope(self, question: str, budget: int, ret: Retrieval, ordered: list[Hit], sel: Selection,
+                  below: int, info: RerankInfo, filters: dict[str, Any], notes: list[str],
+                  timings: dict[str, float]) -> Envelope:
+        by_id = {h.chunk_id: h for h in ordered}
+        passages = []
+        for rank, c in enumerate(sel.selected, start=1):
+            h = by_id[c.chunk_id]
+            src = h.source
+            passages.append(Passage(
+                chunk_id=c.chunk_id, doc_id=c.doc_id, title=src.get("title", ""),
+                heading_path=list(src.get("heading_path") or []), source=src.get("source", ""),
+                section_id=src.get("section_id"), parent_section_id=src.get("parent_section_id"),
+                kind=c.kind, text=c.text, tokens=c.tokens, rank=rank,
+                scores=StageScores(fused=h.fused, rerank=h.rerank, relevance=round(h.relevance, 4)),
+                via_reserved_slot=(sel.reserved_used == c.chunk_id), rerank_truncated=h.truncated,
+            ))
+        left = [LeftOutItem(chunk_id=lo.candidate.chunk_id, doc_id=lo.candidate.doc_id, tokens=lo.candidate.tokens,
+                            reason=lo.reason if lo.reason in ("budget", "not_worth") else "budget")
+                for lo in sel.left_out_budget]
+        left += [LeftOutItem(chunk_id=lo.candidate.chunk_id, doc_id=lo.candidate.doc_id, tokens=lo.candidate.tokens,
+                             reason="duplicate", duplicate_of=lo.duplicate_of) for lo in sel.duplicates]
+        if not passages:
+            status, message = "nothing_relevant", (
+                "no candidate passed the relevance threshold" if ordered else "the index returned no candidates")
+        elif sel.complete:
+            status, message = "complete", "everything relevant that was found fits the budget"
+        else:
+            status, message = "budgeted", (
+                f"a budgeted selection: {len(sel.left_out_budget)} relevant passage(s) did not fit {budget} tokens")
+        meta = ret.meta
+        last = meta.get("last_ingest_at")
+        age = None
+        if last:
+            try:
+                age = (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(last)).total_seconds()
+            except ValueError:
+                age = None
+        return Envelope(
+            question=question, status=status, message=message, budget_tokens=budget, spent_tokens=sel.spent,
+            passages=passages, left_out=left, left_out_for_budget=len(sel.left_out_budget),
+            duplicates_dropped=len(sel.duplicates), below_threshold=below, candidates=len(ordered),
+            reserved_slot_used=sel.reserved_used, fusion=self.s.fusion, rerank=info, filters=filters,
+            freshness=Freshness(alias=self.s.alias, index=ret.index, embedding_model=meta.get("embedding_model"),
+                                dimension=meta.get("dimension"), last_ingest_at=last, age_seconds=age),
+            timings_ms={k: round(v, 2) for k, v in timings.items()}, notes=notes,
+        )
+
+
+def validate_question(question: Any) -> str:
+    if not isinstance(question, str):
+        raise InputError(f"question must be text, got {type(question).__name__}")
+    q = question.strip()
+    if not q:
+        raise InputError("question is empty")
+    if len(q) > MAX_QUESTION_CHARS:
+        raise InputError(f"question is {len(q)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    return q
