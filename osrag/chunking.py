@@ -801,8 +801,13 @@ def _split_big_item(
             if sub:
                 sub[0] = (sub[0][0], it.start, sub[0][2])  # the parent line is new here
             return sub
-    fits = lambda b: frame.fits(_prefixed(header, b))  # noqa: E731
-    tight = lambda b: frame.fits_tight(_prefixed(header, b))  # noqa: E731
+
+    def fits(b: str) -> bool:
+        return frame.fits(_prefixed(header, b))
+
+    def tight(b: str) -> bool:
+        return frame.fits_tight(_prefixed(header, b))
+
     s = _content_start_at(text, it.start)
     units = _split_units(text, s, it.head_end, fits, tight)
     for a, b in _group_spans(text, units, fits):
@@ -936,17 +941,23 @@ def _pack_code(
         elif level == "line":
             out.append((a, b, ctx(a)))  # one over-long line: kept whole
         else:
-            out.extend(_split_code_unit(lines, fits, a, b, scopes))
+            out.extend(_split_code_unit(lines, fits, a, b, scopes, level))
     if cur is not None:
         out.append((cur[0], cur[1], ctx(cur[0])))
     return out
 
 
 def _split_code_unit(
-    lines: Sequence[_Line], fits: _CodeFits, a: int, b: int, scopes: tuple[int, ...]
+    lines: Sequence[_Line],
+    fits: _CodeFits,
+    a: int,
+    b: int,
+    scopes: tuple[int, ...],
+    level: str,
 ) -> list[tuple[int, int, tuple[str, ...]]]:
     """A unit that does not fit: a class splits at its members (the class
-    line is carried into later pieces), anything else splits by lines."""
+    line is carried into later pieces); a function at its top-level
+    statements (its signature carried); whatever is left, by lines."""
     sig = next(
         (
             i
@@ -957,6 +968,9 @@ def _split_code_unit(
         ),
         None,
     )
+    if level == "statement":
+        units = [(i, i) for i in range(a, b + 1) if lines[i].text.strip()]
+        return _pack_code(lines, fits, units, scopes, "line")
     if sig is not None and _CLASS_RE.match(lines[sig].text.strip()):
         base = _indent(lines[sig].text)
         member_indent = next(
@@ -975,8 +989,38 @@ def _split_code_unit(
     inner = scopes
     if sig is not None and _is_unit_start(lines, sig, b, True):
         inner = (*scopes, sig)
+        if level != "statement":
+            starts = _statement_starts(lines, sig, b)
+            if starts:
+                units = _ranges(lines, [a, *starts], b)
+                return _pack_code(lines, fits, units, inner, "statement")
     units = [(i, i) for i in range(a, b + 1) if lines[i].text.strip()]
     return _pack_code(lines, fits, units, inner, "line")
+
+
+_CONTINUATION_RE = re.compile(r"^(?:[)\]}]|else\b|elif\b|except\b|finally\b|catch\b|\.|&&|\|\||\+|\?|:)")
+
+
+def _statement_starts(lines: Sequence[_Line], sig: int, b: int) -> list[int]:
+    """Top-level statements of a function body: the "logical blocks" to cut
+    between before falling back to single lines."""
+    body = [i for i in range(sig + 1, b + 1) if lines[i].text.strip()]
+    if not body:
+        return []
+    base = _indent(lines[sig].text)
+    indent = next((_indent(lines[i].text) for i in body if _indent(lines[i].text) > base), None)
+    if indent is None:
+        return []
+    out: list[int] = []
+    for n, i in enumerate(body):
+        t = lines[i].text
+        if n == 0 or _indent(t) != indent or _CONTINUATION_RE.match(t.strip()):
+            continue
+        prev = lines[body[n - 1]].text.rstrip()
+        if prev.endswith(("(", "[", "{", ",", "\\")) and _indent(lines[body[n - 1]].text) == indent:
+            continue  # still inside a bracketed expression
+        out.append(i)
+    return out
 
 
 def _code_pieces(
@@ -1047,40 +1091,54 @@ def _intro_span(
     return None
 
 
+_StructBuilder = Callable[[_Env, _Frame, _Block, "tuple[int, int] | None", int], list[_Piece]]
+
+
 def _section_pieces(
     env: _Env, frame: _Frame, blocks: Sequence[tuple[int, _Block]]
 ) -> list[_Piece]:
+    """Blocks of one section -> pieces, lead-ins/captions attached to the
+    structure they introduce."""
     text = env.text
+    builders: dict[str, _StructBuilder] = {
+        "table": _table_pieces,
+        "list": _list_pieces,
+        "code": _code_pieces,
+    }
     para: dict[int, tuple[int, int] | None] = {}
-    intros: dict[int, tuple[int, int]] = {}
-    for idx, (_, blk) in enumerate(blocks):
-        if blk.kind in ("paragraph", "footnote"):
-            para[idx] = (blk.start, blk.end)
-        if blk.kind in ("table", "list", "code") and idx > 0:
-            prev = blocks[idx - 1][1]
-            if prev.kind != "paragraph" or para.get(idx - 1) != (prev.start, prev.end):
-                continue
-            span = _intro_span(env, frame, prev, blk.kind)
-            if span is None:
-                continue
-            intros[idx] = span
-            if span[0] <= prev.start:
-                para[idx - 1] = None
-            else:
-                para[idx - 1] = _trim(text, prev.start, span[0])
-    pieces: list[_Piece] = []
+    struct: dict[int, list[_Piece]] = {}
     for idx, (bi, blk) in enumerate(blocks):
         if blk.kind in ("paragraph", "footnote"):
-            span = para[idx]
-            if span:
-                pieces.extend(_para_pieces(env, frame, span[0], span[1], bi))
-        elif blk.kind == "table":
-            pieces.extend(_table_pieces(env, frame, blk, intros.get(idx), bi))
-        elif blk.kind == "list":
-            pieces.extend(_list_pieces(env, frame, blk, intros.get(idx), bi))
-        elif blk.kind == "code":
-            pieces.extend(_code_pieces(env, frame, blk, intros.get(idx), bi))
+            para[idx] = (blk.start, blk.end)
+            continue
+        build = builders.get(blk.kind)
+        if build is None:
+            continue
+        plain = build(env, frame, blk, None, bi)
+        struct[idx] = plain
+        prev = blocks[idx - 1][1] if idx > 0 else None
+        if prev is None or prev.kind != "paragraph" or para.get(idx - 1) != (prev.start, prev.end):
+            continue
+        span = _intro_span(env, frame, prev, blk.kind)
+        if span is None:
+            continue
+        framed = build(env, frame, blk, span, bi)
+        if _overflow(frame, framed) > _overflow(frame, plain):
+            continue  # the lead-in would push pieces over the limit: keep it as prose
+        struct[idx] = framed
+        para[idx - 1] = None if span[0] <= prev.start else _trim(text, prev.start, span[0])
+    pieces: list[_Piece] = []
+    for idx, (bi, blk) in enumerate(blocks):
+        if idx in struct:
+            pieces.extend(struct[idx])
+        elif para.get(idx):
+            s, e = para[idx]  # type: ignore[misc]
+            pieces.extend(_para_pieces(env, frame, s, e, bi))
     return pieces
+
+
+def _overflow(frame: _Frame, pieces: Sequence[_Piece]) -> int:
+    return sum(not frame.fits(p.body) for p in pieces)
 
 
 # --------------------------------------------------------------------------
@@ -1302,7 +1360,14 @@ def chunk_markdown(
     count: TokenCounter = simple_token_count,
 ) -> list[Chunk]:
     """Structure-aware chunks: by headings, then blocks packed up to
-    ``max_tokens`` (tables/code/lists split at their own boundaries)."""
+    ``max_tokens`` (tables/code/lists split at their own boundaries).
+
+    ``max_tokens`` holds for every chunk except, by design, (a) a single
+    whitespace-free word longer than the limit, which is never cut, and
+    (b) a single table row or code line that cannot fit even next to its
+    mandatory context (breadcrumb + table header, or fence + carried
+    signature). A breadcrumb longer than half the limit loses its outer
+    levels in ``text`` (``heading_path`` stays complete)."""
     if not doc.text.strip():
         return []
     parsed = _parse(doc)

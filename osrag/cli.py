@@ -201,6 +201,36 @@ def search(question: str, budget: int | None, filters: tuple[str, ...], depth: i
         click.echo(render_text(env))
 
 
+# ------------------------------------------------------------------------- eval
+@cli.command("eval")
+@click.argument("golden", type=click.Path(exists=True, dir_okay=False), default="golden/golden.jsonl")
+@click.option("--corpus", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Corpus directory (default: corpus/ beside the golden file).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where to write results.json, REPORT.md and the PNG (default: report/ beside the golden file).")
+@click.option("--budget", type=int, default=1000, show_default=True)
+@click.option("--depth", type=int, default=40, show_default=True)
+@click.option("--limit", type=int, default=None, help="Only the first N questions (smoke runs).")
+@click.option("--json", "as_json", is_flag=True)
+def eval_cmd(golden: str, corpus: str | None, out_dir: str | None, budget: int, depth: int, limit: int | None,
+             as_json: bool) -> None:
+    """Run the golden-set evaluation: configurations side by side, one table."""
+    from pathlib import Path
+
+    from osrag import eval as ev
+
+    gp = Path(golden)
+    cfg = ev.EvalConfig(golden=gp, corpus=Path(corpus) if corpus else gp.parent / "corpus",
+                        out_dir=Path(out_dir) if out_dir else gp.parent / "report", budget=budget, depth=depth,
+                        limit=limit)
+    report = ev.run(_settings(), cfg, log=lambda m: click.echo(f"eval: {m}", err=True))
+    if as_json:
+        _echo_json(report)
+    else:
+        click.echo(ev.format_table(report))
+        click.echo(f"\nwritten: {cfg.out_dir}/REPORT.md, results.json, recall_vs_budget.png")
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="osrag", standalone_mode=False)
