@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from osrag import templates
 from osrag.connection import Cluster
+from osrag.connection import translate_errors as translate
 from osrag.embedding import Embedder
 from osrag.errors import ConfigError, IndexStateError
 from osrag.settings import Settings
@@ -86,6 +88,10 @@ class Admin:
             "ef_search": self.s.hnsw_ef_search,
             "rank_constant": self.s.rrf_rank_constant,
             "weights": w,
+            # One alias's pattern "{alias}-*" also matches the indices of an alias that
+            # extends it ("x-*" vs "x-light-*"); OpenSearch refuses two overlapping
+            # templates of equal priority, and the longer (more specific) alias must win.
+            "template_priority": 200 + len(self.alias),
         }
 
     def desired_components(self) -> dict[str, dict[str, Any]]:
@@ -326,3 +332,269 @@ def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
             f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
         )
 
+
+
+# ============================================================== reindex, rollback, cleanup, status
+@dataclass
+class ReindexPlan:
+    alias: str
+    source: str
+    target: str | None
+    source_model: str
+    target_model: str
+    source_dimension: int | None
+    target_dimension: int | None
+    method: str  # "server-side _reindex" | "re-embed in Python"
+    chunks: int
+    documents: int
+    stale_target: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _lock_is_live(lock: dict[str, Any]) -> bool:
+    """A lock held by a process that is still running on this host."""
+    import os
+    import socket
+
+    if not lock or lock.get("host") != socket.gethostname():
+        return False
+    pid = lock.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid != os.getpid()
+
+
+class Reindexer:
+    """Zero-downtime moves of the corpus into a new concrete index.
+
+    Readers keep using the alias on the old index until a verified new index is
+    complete; the switch is one ``_aliases`` request. The old index stays for
+    ``rollback``. While a reindex runs, ingest is refused (a lock in the old
+    index's ``_meta``), so no write can land in the old index and be lost.
+    """
+
+    def __init__(self, settings: Settings, admin: Admin | None = None) -> None:
+        self.s = settings
+        self.admin = admin or Admin(settings)
+        self.cluster = self.admin.cluster
+
+    def counts(self, index: str) -> tuple[int, int]:
+        """(documents, chunks) readers can see in ``index``."""
+        from osrag.indexing import visibility_filter
+
+        resp = self.cluster.call(
+            "count", self.cluster.client.search, index=index,
+            body={"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [visibility_filter(self.s.alias)]}},
+                  "aggs": {"docs": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}}},
+        )
+        return int(resp["aggregations"]["docs"]["value"]), int(resp["hits"]["total"]["value"])
+
+    def plan(self, model_name: str | None = None) -> ReindexPlan:
+        source = self.admin.require_index()
+        meta = self.admin.meta(source)
+        target_model = model_name or self.s.embedding_model or meta.get("embedding_model") or self.s.effective_embedding_model
+        emb = embedder_for(self.s, target_model)
+        same = target_model == meta.get("embedding_model") and emb.dimension == meta.get("dimension")
+        docs, chunks = self.counts(source)
+        lock = meta.get("reindex_lock") or {}
+        return ReindexPlan(
+            alias=self.s.alias, source=source, target=None, source_model=str(meta.get("embedding_model")),
+            target_model=target_model, source_dimension=meta.get("dimension"), target_dimension=emb.dimension,
+            method="server-side _reindex" if same else "re-embed in Python", chunks=chunks, documents=docs,
+            stale_target=lock.get("target"),
+        )
+
+    def run(self, model_name: str | None = None, progress: Callable[[int, int], None] | None = None) -> ReindexPlan:
+        import os
+        import socket
+
+        plan = self.plan(model_name)
+        source = plan.source
+        meta = self.admin.meta(source)
+        lock = meta.get("reindex_lock")
+        if lock and _lock_is_live(lock):
+            raise IndexStateError(f"a reindex (pid {lock.get('pid')}) into {lock.get('target')} is still running")
+        if lock and lock.get("target"):
+            # A killed run left a half-built index: it never had the alias, so drop it.
+            stale = lock["target"]
+            if stale != source:
+                self.cluster.call("delete half-built index", self.cluster.client.indices.delete, index=stale,
+                                  ignore_unavailable=True)
+        emb = embedder_for(self.s, plan.target_model)
+        target = self.admin.create_index(embedder=emb)
+        plan.target = target
+        self.admin.update_meta(source, reindex_lock={"target": target, "since": utcnow().isoformat(),
+                                                     "pid": os.getpid(), "host": socket.gethostname()})
+        if plan.method == "server-side _reindex":
+            self._server_side(source, target)
+        else:
+            self._reembed(source, target, emb, plan.chunks, progress)
+        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
+        self.verify(source, target)
+        self.admin.update_meta(target, last_ingest_at=meta.get("last_ingest_at"), previous_index=source,
+                               reindexed_from=source)
+        # Atomic switch: one _aliases request removes the old and adds the new.
+        self.admin.point_alias(target)
+        self.admin.update_meta(source, reindex_lock=None)
+        return plan
+
+    def _server_side(self, source: str, target: str) -> None:
+        from osrag.indexing import visibility_filter
+
+        body = {"source": {"index": source, "query": {"bool": {"filter": [visibility_filter(self.s.alias)]}}},
+                "dest": {"index": target}}
+        resp = self.cluster.call("_reindex", self.cluster.client.reindex, body=body, refresh=True,
+                                 wait_for_completion=True, request_timeout=3600)
+        if resp.get("failures"):
+            raise IndexStateError(f"_reindex into {target} failed: {resp['failures'][:3]}")
+
+    def _reembed(self, source: str, target: str, emb: Embedder, total: int,
+                 progress: Callable[[int, int], None] | None) -> None:
+        from opensearchpy.helpers import scan, streaming_bulk
+
+        from osrag.indexing import visibility_filter
+
+        client = self.cluster.client
+        query = {"query": {"bool": {"filter": [visibility_filter(self.s.alias)]}}, "_source": {"excludes": ["embedding"]}}
+        done = 0
+        failed: list[dict[str, Any]] = []
+
+        def actions() -> Any:
+            nonlocal done
+            batch: list[dict[str, Any]] = []
+            for hit in scan(client, index=source, query=query, size=200, preserve_order=False):
+                batch.append(hit)
+                if len(batch) >= 64:
+                    yield from self._embed_batch(batch, target, emb)
+                    done += len(batch)
+                    batch = []
+                    if progress:
+                        progress(done, total)
+            if batch:
+                yield from self._embed_batch(batch, target, emb)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+
+        with translate(self.s.url, "re-embedding bulk"):
+            for ok, item in streaming_bulk(client, actions(), chunk_size=self.s.bulk_chunk_size, max_retries=5,
+                                           initial_backoff=1, raise_on_error=False, raise_on_exception=False):
+                if not ok:
+                    failed.append(item)
+        if failed:
+            from osrag.errors import BulkIndexError
+
+            raise BulkIndexError(f"re-embedding into {target} left items unwritten; alias not switched", failed)
+
+    @staticmethod
+    def _embed_batch(batch: list[dict[str, Any]], target: str, emb: Embedder) -> Any:
+        vecs = emb.encode_passages([h["_source"].get("text", "") for h in batch])
+        for h, v in zip(batch, vecs):
+            src = dict(h["_source"])
+            src["embedding"] = [float(x) for x in v]
+            yield {"_op_type": "index", "_index": target, "_id": h["_id"], "_source": src}
+
+    def verify(self, source: str, target: str) -> None:
+        """Counts match and a sample of queries finds results in the new index."""
+        s_docs, s_chunks = self.counts(source)
+        t_docs, t_chunks = self.counts(target)
+        if (s_docs, s_chunks) != (t_docs, t_chunks):
+            raise IndexStateError(
+                f"verification failed: {target} has {t_docs} documents / {t_chunks} chunks, "
+                f"{source} has {s_docs} / {s_chunks}; alias not switched"
+            )
+        if s_chunks == 0:
+            return
+        sample = self.cluster.call("sample", self.cluster.client.search, index=source,
+                                   body={"size": 5, "_source": ["title"], "sort": [{"chunk_id": "asc"}]})
+        for hit in sample["hits"]["hits"]:
+            title = hit["_source"].get("title") or ""
+            if not title.strip():
+                continue
+            got = self.cluster.call("sample query", self.cluster.client.search, index=target,
+                                    body={"size": 1, "query": {"match": {"title": title}}})
+            if not got["hits"]["hits"]:
+                raise IndexStateError(f"verification failed: query {title!r} finds nothing in {target}; alias not switched")
+
+    # ---- rollback and cleanup ---------------------------------------------------------
+    def rollback(self) -> tuple[str, str]:
+        current = self.admin.require_index()
+        meta = self.admin.meta(current)
+        previous = meta.get("previous_index")
+        if not previous:
+            raise IndexStateError(f"{current} records no previous index to roll back to")
+        if not self.cluster.call("check index", self.cluster.client.indices.exists, index=previous):
+            raise IndexStateError(f"previous index {previous} no longer exists (cleaned up?)")
+        self.admin.point_alias(previous)
+        self.admin.update_meta(previous, previous_index=current)
+        return current, previous
+
+    def indices(self) -> list[dict[str, Any]]:
+        """Concrete indices of this alias, oldest first."""
+        rows = self.cluster.call("cat indices", self.cluster.client.cat.indices, index=f"{self.s.alias}-*",
+                                 format="json", h="index,creation.date,docs.count", params={"expand_wildcards": "all"})
+        rows = [r for r in rows if r["index"].startswith(f"{self.s.alias}-")]
+        return sorted(rows, key=lambda r: int(r.get("creation.date") or 0))
+
+    def cleanup(self, keep: int = 1) -> list[str]:
+        """Delete old indices, keeping the newest ``keep`` besides the live one; never the live one."""
+        if keep < 0:
+            raise ConfigError("--keep must be >= 0")
+        current = self.admin.current_index()
+        others = [r["index"] for r in self.indices() if r["index"] != current]
+        doomed = others[: max(0, len(others) - keep)]
+        for name in doomed:
+            self.cluster.call("delete index", self.cluster.client.indices.delete, index=name)
+        return doomed
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """Everything an admin asks first, in one dict (the CLI prints it)."""
+    admin = Admin(settings)
+    cluster = admin.cluster
+    info = cluster.info()
+    health = cluster.health()
+    plugins = sorted({p["component"] for p in cluster.plugins()})
+    out: dict[str, Any] = {
+        "cluster": {"url": settings.url, "version": info.get("version", {}).get("number"),
+                    "health": health.get("status"), "plugins": plugins},
+        "alias": settings.alias,
+        "index": None,
+    }
+    index = admin.current_index()
+    drifts = admin.check()
+    out["drift"] = [str(d) for d in drifts]
+    out["template_version"] = {"files": templates.TEMPLATE_VERSION}
+    got = cluster.call("get index template", cluster.client.transport.perform_request, "GET",
+                       f"/_index_template/{admin.template_name}", params={"ignore": 404})
+    items = (got or {}).get("index_templates") or []
+    out["template_version"]["cluster"] = items[0]["index_template"].get("version") if items else None
+    if index:
+        meta = admin.meta(index)
+        docs, chunks = Reindexer(settings, admin).counts(index)
+        last = meta.get("last_ingest_at")
+        age = None
+        if last:
+            age = (utcnow() - dt.datetime.fromisoformat(last)).total_seconds()
+        out.update({
+            "index": index,
+            "embedding_model": meta.get("embedding_model"),
+            "dimension": meta.get("dimension"),
+            "documents": docs,
+            "chunks": chunks,
+            "last_ingest_at": last,
+            "last_ingest_age_s": age,
+            "previous_index": meta.get("previous_index"),
+            "reindex_lock": meta.get("reindex_lock"),
+            "pipelines": {v: admin.pipeline_name(v) for v in PIPELINES},
+            "fusion": settings.fusion,
+        })
+    return out

@@ -201,6 +201,140 @@ def search(question: str, budget: int | None, filters: tuple[str, ...], depth: i
         click.echo(render_text(env))
 
 
+# ------------------------------------------------------------------------ admin
+@cli.command()
+@click.option("--embedding-model", default=None, help="Move the corpus to this model (default: keep the index's).")
+@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
+@click.option("--json", "as_json", is_flag=True)
+def reindex(embedding_model: str | None, dry_run: bool, as_json: bool) -> None:
+    """Build a new index from the current template, verify it, switch the alias atomically."""
+    from tqdm import tqdm
+
+    from osrag.admin import Reindexer
+
+    r = Reindexer(_settings())
+    if dry_run:
+        plan = r.plan(embedding_model)
+        if as_json:
+            _echo_json(plan.as_dict())
+            return
+        click.echo(f"alias {plan.alias}: {plan.source} ({plan.source_model}, dim {plan.source_dimension})")
+        click.echo(f"  -> new index from template v{__import__('osrag.templates').templates.TEMPLATE_VERSION} "
+                   f"with {plan.target_model} (dim {plan.target_dimension})")
+        click.echo(f"  method: {plan.method}; {plan.documents} documents, {plan.chunks} chunks to copy")
+        if plan.stale_target:
+            click.echo(f"  a killed earlier run left {plan.stale_target}: it will be deleted")
+        click.echo("  then: verify counts and sample queries, switch the alias in one request, keep the old index")
+        return
+    bar = tqdm(unit="chunk", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    plan = r.run(embedding_model, progress=progress)
+    bar.close()
+    if as_json:
+        _echo_json(plan.as_dict())
+    else:
+        click.echo(f"alias {plan.alias} now -> {plan.target} ({plan.method}, {plan.chunks} chunks); "
+                   f"previous {plan.source} kept for `osrag rollback`")
+
+
+@cli.command()
+def rollback() -> None:
+    """Point the alias back to the previous index."""
+    from osrag.admin import Reindexer
+
+    s = _settings()
+    current, previous = Reindexer(s).rollback()
+    click.echo(f"alias {s.alias}: {current} -> {previous}")
+
+
+@cli.command()
+@click.option("--keep", type=int, default=1, show_default=True, help="Old indices to keep besides the live one.")
+def cleanup(keep: int) -> None:
+    """Delete old indices of the alias; never the one it points to."""
+    from osrag.admin import Reindexer
+
+    deleted = Reindexer(_settings()).cleanup(keep)
+    click.echo("deleted: " + (", ".join(deleted) if deleted else "nothing"))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def status(as_json: bool) -> None:
+    """Cluster, alias, index, model, counts, freshness and drift."""
+    from osrag.admin import status as get_status
+
+    st = get_status(_settings())
+    if as_json:
+        _echo_json(st)
+        return
+    c = st["cluster"]
+    click.echo(f"cluster: OpenSearch {c['version']} at {c['url']} · {c['health']} · plugins: {', '.join(c['plugins'])}")
+    if not st["index"]:
+        click.echo(f"alias {st['alias']}: no index (run `osrag install`)")
+    else:
+        age = st["last_ingest_age_s"]
+        click.echo(f"alias {st['alias']} -> {st['index']}")
+        click.echo(f"model: {st['embedding_model']} (dim {st['dimension']}) · fusion: {st['fusion']}")
+        click.echo(f"documents: {st['documents']} · chunks: {st['chunks']} · last ingest: "
+                   f"{st['last_ingest_at'] or 'never'}" + (f" ({age / 3600:.1f} h ago)" if age is not None else ""))
+        if st["previous_index"]:
+            click.echo(f"previous index (rollback): {st['previous_index']}")
+        if st["reindex_lock"]:
+            click.echo(f"reindex lock: {st['reindex_lock']}")
+    tv = st["template_version"]
+    click.echo(f"template version: files {tv['files']} · cluster {tv['cluster']}")
+    click.echo("drift: " + ("none" if not st["drift"] else ""))
+    for d in st["drift"]:
+        click.echo(f"  {d}")
+
+
+# ------------------------------------------------------------------------- demo
+DEMO_QUESTION = "можно ли вернуть открытую пачку чая, если не понравился вкус?"
+
+
+@cli.command()
+@click.option("--question", default=DEMO_QUESTION, show_default=True)
+@click.option("--corpus", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Documents to ingest (default: the golden sample corpus).")
+@click.option("--budget", type=int, default=600, show_default=True)
+def demo(question: str, corpus: str | None, budget: int) -> None:
+    """The main job end to end on the local default: node, templates, ingest, a Russian question.
+
+    Runs offline: embeddings from navec:news-300d (built from the natasha
+    package), no reranker (no trained cross-encoder is reachable offline).
+    """
+    from pathlib import Path
+
+    from osrag.admin import Admin
+    from osrag.devnode import DevNode
+    from osrag.envelope import render_text
+    from osrag.indexing import Ingester
+    from osrag.search import SearchClient
+    from osrag.settings import LOCAL_EMBEDDING_MODEL, REPO_ROOT
+
+    s = _settings()
+    say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
+    if s.url == f"http://127.0.0.1:{s.dev_port}":
+        st = DevNode(s, log=say).up()
+        say(f"OpenSearch {st.version} ready at {st.url} ({st.health}; plugins: {', '.join(st.plugins)})")
+    s = s.model_copy(update={"embedding_model": s.embedding_model or LOCAL_EMBEDDING_MODEL, "rerank": False})
+    admin = Admin(s)
+    result = admin.install()
+    say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
+    path = Path(corpus) if corpus else REPO_ROOT / "golden" / "corpus"
+    report = Ingester(s, admin=admin).ingest([path])
+    say(f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
+        f"{report.chunks} chunks")
+    env = SearchClient(s).search(question, budget_tokens=budget)
+    click.echo(f"\nВопрос: {question}\n")
+    click.echo(render_text(env))
+
+
 # ------------------------------------------------------------------------- eval
 @cli.command("eval")
 @click.argument("golden", type=click.Path(exists=True, dir_okay=False), default="golden/golden.jsonl")

@@ -17,7 +17,9 @@ import nor construction does I/O.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,12 +66,20 @@ def _build_navec_static(variant: str, models_dir: Path) -> Path:
             import natasha
             from navec import Navec
             from sentence_transformers import SentenceTransformer
-            from sentence_transformers.models import StaticEmbedding
             from tokenizers import Tokenizer, normalizers, pre_tokenizers
             from tokenizers.models import WordLevel
+
+            try:  # sentence-transformers >= 6; the old path warns there and is gone later
+                from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+            except ImportError:  # 5.x
+                from sentence_transformers.models import StaticEmbedding
         except ImportError as exc:
             raise ModelError(f"navec:{variant} needs natasha, navec and sentence-transformers: {exc}") from exc
-        navec = Navec.load(str(Path(natasha.__file__).parent / NAVEC_FILE))
+        source = Path(natasha.__file__).parent / NAVEC_FILE
+        try:
+            navec = Navec.load(str(source))
+        except Exception as exc:
+            raise ModelError(f"cannot read the navec vectors at {source}: {type(exc).__name__}: {exc}") from exc
         words = list(navec.vocab.words)
         weights = navec.pq.unpack().astype(np.float32)
         vocab: dict[str, int] = {}
@@ -88,14 +98,35 @@ def _build_navec_static(variant: str, models_dir: Path) -> Path:
         static = StaticEmbedding(tok, embedding_weights=weights)
         model = SentenceTransformer(modules=[static], device="cpu")
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        if tmp.exists():  # left by a build of ours that crashed
+            shutil.rmtree(tmp)
         model.save(str(tmp))
-        tmp.rename(target)
+        try:
+            tmp.rename(target)
+        except OSError:
+            # Another process (a second test run, the bench) finished the same build
+            # first: the lock above is per process. Keep theirs, drop ours.
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (target / "modules.json").exists():
+                raise
     return target
+
+
+def quiet_transformers() -> None:
+    """Model loading should not print progress bars into a CLI's output."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
 
 
 @functools.lru_cache(maxsize=4)
 def load_model(resolved: str, device: str = "cpu") -> Any:
     """Load a sentence-transformers model once per process."""
+    quiet_transformers()
     try:
         from sentence_transformers import SentenceTransformer
 
@@ -149,7 +180,11 @@ class Embedder:
 
     @property
     def max_tokens(self) -> int | None:
-        return getattr(self.model, "max_seq_length", None)
+        """The model's input limit; None when it has none (a static model reports inf)."""
+        limit = getattr(self.model, "max_seq_length", None)
+        if limit is None or (isinstance(limit, float) and not math.isfinite(limit)):
+            return None
+        return int(limit)
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.passage_prefix + t for t in texts])
