@@ -89,7 +89,8 @@ def render_text(env: Envelope) -> str:
     for p in env.passages:
         crumb = " > ".join(p.heading_path) or p.title
         score = p.scores.rerank if p.scores.rerank is not None else p.scores.fused
-        lines.append(f"[{p.rank}] {p.doc_id} · {crumb}  ({p.tokens} tok, score {score:.4f})")
+        shown = f", score {score:.4f}" if score is not None else ""
+        lines.append(f"[{p.rank}] {p.doc_id} · {crumb}  ({p.tokens} tok{shown})")
         lines.append(f"    {p.source}")
         body = p.text.strip()
         lines.extend("    " + ln for ln in body.splitlines())
@@ -108,7 +109,10 @@ def render_text(env: Envelope) -> str:
             extra = f" (duplicate of {item.duplicate_of})" if item.duplicate_of else ""
             lines.append(f"  - {item.chunk_id} {item.tokens} tok: {item.reason}{extra}")
     f = env.freshness
-    age = f"{f.age_seconds / 3600:.1f} h ago" if f.age_seconds is not None else "never"
+    if f.age_seconds is not None:
+        age = f"{f.age_seconds / 3600:.1f} h ago"
+    else:
+        age = f"at {f.last_ingest_at}" if f.last_ingest_at else "never"
     lines.append(f"index: {f.index} ({f.embedding_model}, dim {f.dimension}) · last ingest {age}")
     for n in env.notes:
         lines.append(f"note: {n}")

@@ -28,7 +28,7 @@ def load_cross_encoder(name: str, device: str = "cpu") -> Any:
         return CrossEncoder(name, device=device)
     except Exception as exc:
         raise RerankUnavailable(
-            f"cannot load reranker {name!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            f"cannot load reranker {name!r}: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
         ) from exc
 
 
@@ -61,14 +61,25 @@ class Reranker:
                 [(question, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
                 convert_to_numpy=True,
             )
+            scores = [float(x) for x in (raw.reshape(len(texts), -1)[:, -1] if raw.ndim > 1 else raw)]
+            max_len = _max_length(model)
+            truncated = [False] * len(texts)
+            tok = getattr(model, "tokenizer", None)
+            if tok is not None and max_len:
+                for i, t in enumerate(texts):
+                    n = len(tok(question, t, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
+                    truncated[i] = n > max_len
         except Exception as exc:
-            raise RerankUnavailable(f"reranker {self.model_name!r} failed: {type(exc).__name__}: {exc}") from exc
-        scores = [float(x) for x in (raw.reshape(len(texts), -1)[:, -1] if raw.ndim > 1 else raw)]
-        max_len = getattr(model, "max_length", None) or getattr(getattr(model, "tokenizer", None), "model_max_length", None)
-        truncated = [False] * len(texts)
-        tok = getattr(model, "tokenizer", None)
-        if tok is not None and max_len:
-            for i, t in enumerate(texts):
-                n = len(tok(question, t, add_special_tokens=True, truncation=False)["input_ids"])
-                truncated[i] = n > max_len
+            first_line = (str(exc).splitlines() or [""])[0][:200]
+            raise RerankUnavailable(f"reranker {self.model_name!r} failed: {type(exc).__name__}: {first_line}") from exc
         return RerankResult(scores, truncated, int(max_len) if max_len else None)
+
+
+def _max_length(model: Any) -> int | None:
+    """The model's input limit in tokens (``max_seq_length`` in sentence-transformers >= 5; ``max_length``
+    before, now a deprecated alias that warns on every read), else the tokenizer's."""
+    value = getattr(model, "max_seq_length", None) or getattr(model, "max_length", None)
+    if value:
+        return int(value)
+    value = getattr(getattr(model, "tokenizer", None), "model_max_length", None)
+    return int(value) if value and value < 1_000_000 else None

@@ -1,0 +1,132 @@
+"""The cross-encoder wrapper, with a tiny BERT cross-encoder the test builds itself (no hub, no download)."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from osrag.errors import ModelError
+from osrag.rerank import Reranker, RerankResult, RerankUnavailable, load_cross_encoder
+
+MAX_LENGTH = 32
+_LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"
+_WORDS = ["чай", "зеленый", "черный", "лампа", "доставка", "гарантия", "цена", "tea", "lamp", "light", "mini"]
+
+
+def _plain(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", text.lower()) if not unicodedata.combining(c))
+
+
+def build_tiny_cross_encoder(path: Path, seed: int = 1234) -> Path:
+    """A 1-layer, 32-wide BERT with one output label, saved with a WordPiece tokenizer limited to 32 tokens."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    # The tokenizer lowercases and strips accents (й -> и, ё -> е), so the vocabulary is stored that way.
+    pieces = [_plain(w) for w in (*_WORDS, *_LETTERS)] + [f"##{_plain(c)}" for c in _LETTERS]
+    vocab = list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *pieces]))
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    # from_pretrained on a directory with vocab.txt works across transformers 4 and 5
+    # (the constructor's vocab argument was renamed between them).
+    tokenizer = BertTokenizerFast.from_pretrained(str(path), model_max_length=MAX_LENGTH)
+    assert "[UNK]" not in tokenizer.tokenize("зеленый чай tea")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=64, num_labels=1,
+                        initializer_range=0.2)  # wider than default: scores differ visibly between texts
+    model = BertForSequenceClassification(config)
+    model.eval()
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    load_cross_encoder.cache_clear()
+    yield str(build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce")))
+    load_cross_encoder.cache_clear()
+
+
+QUESTION = "зеленый чай цена"
+TEXTS = ["зеленый чай tea цена", "лампа lamp light mini", "доставка"]
+LONG = " ".join(["гарантия лампа"] * 40)  # far past 32 tokens
+
+
+def test_score_returns_one_float_per_text(tiny_model: str) -> None:
+    res = Reranker(tiny_model).score(QUESTION, TEXTS)
+    assert isinstance(res, RerankResult)
+    assert len(res.scores) == len(TEXTS) == len(res.truncated)
+    assert all(type(s) is float for s in res.scores)
+    assert len(set(res.scores)) == len(TEXTS)  # the texts are told apart
+    assert res.max_length == MAX_LENGTH
+
+
+def test_score_is_deterministic_and_independent_of_batching(tiny_model: str) -> None:
+    a = Reranker(tiny_model, batch_size=16).score(QUESTION, TEXTS).scores
+    b = Reranker(tiny_model, batch_size=16).score(QUESTION, TEXTS).scores
+    assert a == b
+    one_by_one = [Reranker(tiny_model, batch_size=1).score(QUESTION, [t]).scores[0] for t in TEXTS]
+    assert one_by_one == pytest.approx(a, abs=1e-5)
+
+
+def test_a_rebuilt_model_with_the_same_seed_scores_the_same(tiny_model: str, tmp_path: Path) -> None:
+    other = str(build_tiny_cross_encoder(tmp_path / "again"))
+    assert Reranker(other).score(QUESTION, TEXTS).scores == pytest.approx(
+        Reranker(tiny_model).score(QUESTION, TEXTS).scores, abs=1e-6)
+
+
+def test_truncation_is_flagged_for_a_text_past_max_length(tiny_model: str) -> None:
+    res = Reranker(tiny_model).score(QUESTION, [TEXTS[0], LONG, TEXTS[2]])
+    assert res.truncated == [False, True, False]
+    assert len(res.scores) == 3
+
+
+def test_empty_candidate_list_needs_no_model() -> None:
+    assert Reranker("/nonexistent/model").score("q", []) == RerankResult([], [], None)
+
+
+def test_bad_model_path_raises_rerank_unavailable_with_one_line(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-model")
+    with pytest.raises(RerankUnavailable) as err:
+        Reranker(missing).score("чай", ["чай"])
+    assert isinstance(err.value, ModelError)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"cannot load reranker {missing!r}:")
+    assert len(msg) < 400
+
+
+def test_a_directory_that_is_not_a_model_raises_rerank_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "config.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(RerankUnavailable, match="cannot load reranker"):
+        Reranker(str(tmp_path / "junk")).score("чай", ["чай"])
+
+
+def test_a_failing_model_raises_rerank_unavailable(tiny_model: str) -> None:
+    class Broken:
+        def predict(self, *args: object, **kwargs: object) -> object:
+            raise RuntimeError("CUDA out of memory\nsecond line")
+
+    r = Reranker(tiny_model)
+    r._model = Broken()
+    with pytest.raises(RerankUnavailable) as err:
+        r.score("чай", ["чай"])
+    assert str(err.value) == f"reranker {tiny_model!r} failed: RuntimeError: CUDA out of memory"
+
+
+def test_model_is_loaded_once_per_process(tiny_model: str) -> None:
+    load_cross_encoder.cache_clear()
+    first, second = Reranker(tiny_model), Reranker(tiny_model)
+    first.score(QUESTION, TEXTS)
+    second.score(QUESTION, TEXTS)
+    first.score(QUESTION, TEXTS)
+    assert first.model is second.model
+    info = load_cross_encoder.cache_info()
+    assert info.misses == 1
+    assert info.hits >= 1
