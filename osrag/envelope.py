@@ -31,6 +31,8 @@ class Passage(BaseModel):
     kind: str = "text"
     text: str
     tokens: int
+    start: int | None = None  # character span of the body in the source document, for citations
+    end: int | None = None
     rank: int
     scores: StageScores = Field(default_factory=StageScores)
     via_reserved_slot: bool = False

@@ -170,6 +170,8 @@ def _settings_for(base: Settings, alias: str, **kw: Any) -> Settings:
 
 def _prepare(base: Settings, alias: str, corpus: Path, strategy: str, log: Callable[[str], None], **kw: Any) -> Settings:
     s = _settings_for(base, alias, **kw)
+    if s.chunk_min_tokens >= s.chunk_max_tokens:
+        s = s.model_copy(update={"chunk_min_tokens": s.chunk_max_tokens // 5})
     admin = Admin(s)
     admin.install()
     rep = Ingester(s, admin=admin, strategy=strategy).ingest([corpus])
@@ -197,7 +199,8 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
 
     # Extra fusion pipelines on the md alias: weighted RRF variants from the same JSON file.
     md_admin = Admin(s_md)
-    weighted = {"rrf-bm25-heavy": (0.7, 0.3), "rrf-knn-heavy": (0.3, 0.7)}
+    weighted = {"rrf-0.9-0.1": (0.9, 0.1), "rrf-0.8-0.2": (0.8, 0.2), "rrf-0.7-0.3": (0.7, 0.3),
+                "rrf-0.3-0.7": (0.3, 0.7)}
     from osrag import templates
 
     for name, w in weighted.items():
@@ -213,10 +216,23 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
         ("headings · bm25 russian", s_md, "bm25", None),
         ("headings · knn", s_md, "knn", None),
         ("headings · hybrid rrf 0.5/0.5", s_md, "hybrid", md_admin.pipeline_name("rrf")),
-        ("headings · hybrid rrf 0.7/0.3", s_md, "hybrid", f"{cfg.prefix}-rrf-bm25-heavy"),
-        ("headings · hybrid rrf 0.3/0.7", s_md, "hybrid", f"{cfg.prefix}-rrf-knn-heavy"),
-        ("headings · hybrid min-max", s_md, "hybrid", md_admin.pipeline_name("minmax")),
+        ("headings · hybrid rrf 0.9/0.1", s_md, "hybrid", f"{cfg.prefix}-rrf-0.9-0.1"),
+        ("headings · hybrid rrf 0.8/0.2", s_md, "hybrid", f"{cfg.prefix}-rrf-0.8-0.2"),
+        ("headings · hybrid rrf 0.7/0.3", s_md, "hybrid", f"{cfg.prefix}-rrf-0.7-0.3"),
+        ("headings · hybrid rrf 0.3/0.7", s_md, "hybrid", f"{cfg.prefix}-rrf-0.3-0.7"),
+        ("headings · hybrid min-max 0.5/0.5", s_md, "hybrid", md_admin.pipeline_name("minmax")),
     ]
+    # Chunk size and overlap: the same hybrid query over indices chunked differently.
+    for max_tokens, overlap in ((200, 0.12), (500, 0.12), (350, 0.0)):
+        alias = f"{cfg.prefix}-md{max_tokens}-o{int(overlap * 100)}"
+        sx = _prepare(base, alias, cfg.corpus, "markdown", log, chunk_max_tokens=max_tokens, chunk_overlap=overlap,
+                      **common)
+        configs.append((f"headings {max_tokens} tok, overlap {overlap:.2f} · hybrid rrf 0.5/0.5", sx, "hybrid",
+                        Admin(sx).pipeline_name("rrf")))
+    configs.append(("headings · hybrid rrf 0.5/0.5, depth 20", s_md, "hybrid", md_admin.pipeline_name("rrf")))
+    w = "/".join(f"{x:g}" for x in base.rrf_weights)
+    chosen = f"shipped default · hybrid {base.fusion} {w}"
+    configs.append((chosen, s_md, "hybrid", md_admin.pipeline_name(base.fusion)))
     results: list[ConfigResult] = []
     retrievals: dict[str, dict[str, list[Hit]]] = {}
     clients: dict[str, SearchClient] = {}
@@ -226,7 +242,8 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
         retrievals[name] = {}
         for q in questions:
             t0 = time.perf_counter()
-            ret = client.retrieve(q.question, mode=mode, depth=cfg.depth, filters=q.filters, pipeline=pipeline)
+            depth = 20 if name.endswith("depth 20") else cfg.depth
+            ret = client.retrieve(q.question, mode=mode, depth=depth, filters=q.filters, pipeline=pipeline)
             res.latency_ms.append((time.perf_counter() - t0) * 1000)
             retrievals[name][q.qid] = ret.hits
             if q.answerable:
@@ -235,7 +252,6 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
         log(f"{name}: hit@5 {res.mean('hit@5'):.3f} recall@20 {res.mean('recall@20'):.3f}")
 
     # Budget: plain top-k baseline vs budget selection, same retrieval config and token budget.
-    chosen = "headings · hybrid rrf 0.5/0.5"
     client = clients[s_md.alias]
     count = client.embedder().count_tokens
     budget_rows: dict[str, dict[int, dict[str, float]]] = {"top-k": {}, "budget selection": {}}
@@ -251,9 +267,7 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
             if b == cfg.budget:
                 for k, v in env.timings_ms.items():
                     stage_ms[k].append(v)
-            by_id = {h.chunk_id: h for h in hits}
-            sel_srcs = [(by_id[p.chunk_id].source if p.chunk_id in by_id else {"doc_id": p.doc_id}, p.tokens)
-                        for p in env.passages]
+            sel_srcs = [({"doc_id": p.doc_id, "start": p.start, "end": p.end}, p.tokens) for p in env.passages]
             if q.answerable:
                 acc["top-k"].append(delivery_metrics([(h.source, count(h.source.get("text", ""))) for h in base_sel], rels[q.qid]))
                 acc["budget selection"].append(delivery_metrics(sel_srcs, rels[q.qid]))
@@ -296,6 +310,7 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
         "types": {t: sum(1 for q in questions if q.qtype == t) for t in sorted({q.qtype for q in questions})},
         "depth": cfg.depth,
         "budget": cfg.budget,
+        "chosen": chosen,
         "retrieval": [
             {"config": r.name,
              **{m: round(r.mean(m, ans_ids), 4) for m in ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5")},
@@ -345,7 +360,7 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(f"{r['config']:<{w}}  " + "  ".join(f"{r[c]:>9.3f}" if "ms" not in c else f"{r[c]:>9.1f}" for c in cols))
     lines.append("")
     b = str(report["budget"])
-    lines.append(f"budget {b} tokens (hybrid rrf 0.5/0.5, same candidates):")
+    lines.append(f"budget {b} tokens ({report['chosen']}, same candidates):")
     lines.append(f"{'':<18}{'recall_in_budget':>18}{'answered':>10}{'tok/answered':>14}{'off-topic':>11}{'no-answer ok':>14}")
     for k, rows in report["budget_curve"].items():
         row = rows[b]
@@ -386,7 +401,7 @@ def markdown_report(r: dict[str, Any]) -> str:
     ]
     for row in r["retrieval"]:
         out.append(f"| {row['config']} | " + " | ".join(f"{row[c]:.3f}" if "ms" not in c else f"{row[c]:.1f}" for c in cols) + " |")
-    out += ["", f"## Plain top-k (baseline) vs budget selection, candidate depth {r['depth']}", "",
+    out += ["", f"## Plain top-k (baseline) vs budget selection ({r['chosen']}, candidate depth {r['depth']})", "",
             "| budget | method | recall within budget | answered | tokens per answered question | off-topic token share | correct «nothing found» |",
             "|---|---|---|---|---|---|---|"]
     budgets = sorted(int(b) for b in next(iter(r["budget_curve"].values())))

@@ -13,8 +13,9 @@ mix of old and new chunks, or the document missing in between:
   the v2 chunks and refresh — readers still see only v1; (3) in ONE scripted
   update of ``hidden``, remove ``D@v2`` and add ``D@v1`` — readers switch from all
   of v1 to all of v2 at once; (4) delete the v1 chunks and refresh; (5) drop
-  ``D@v1`` from ``hidden``. A document whose chunks failed to write is never
-  flipped: its partial v2 chunks are deleted and v1 stays visible.
+  ``D@v1`` from ``hidden`` once no v1 chunk is left stored (a key whose delete
+  left chunks behind stays hidden). A document whose chunks failed to write is
+  never flipped: its partial v2 chunks are deleted and v1 stays visible.
 * A crash between steps leaves extra hidden chunks, never a visible mix; the next
   ingest of the document redoes the steps (the ``_id``s are deterministic).
 
@@ -86,17 +87,19 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     except OSError as exc:
         raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
     if size > max_bytes:
-        raise DocumentError(name, f"file too large ({size / 1e6:.1f} MB > limit {max_bytes / 1e6:.0f} MB; OSRAG_MAX_FILE_MB)")
+        raise DocumentError(name, _too_large(size, max_bytes))
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
     if b"\x00" in raw[:8192]:
         raise DocumentError(name, "binary file (contains NUL bytes), not text")
+    bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(name, f"not UTF-8 (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})") from exc
+        at = exc.start + bom  # offset in the file, BOM included
+        raise DocumentError(name, f"not UTF-8 (invalid byte 0x{raw[at]:02x} at offset {at})") from exc
     meta, body = parse_front_matter(text.replace("\r\n", "\n"))
     if not body.strip():
         raise DocumentError(name, "empty document (no text after front matter)" if meta else "empty file")
@@ -110,6 +113,16 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     metadata["archived"] = str(meta.get("archived", "false")).lower() in ("true", "yes", "1")
     metadata["format"] = "text" if path.suffix.lower() == ".txt" else "markdown"
     return Document(doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata)
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    """The size and the limit in MB, readable for small limits too (0.05 MB, not "0 MB")."""
+    have, limit = f"{size / 1e6:.3g}", f"{max_bytes / 1e6:.3g}"
+    if have == limit:  # just over the limit: show bytes rather than "20 MB > limit 20 MB"
+        have, limit = f"{size:,} bytes", f"{max_bytes:,} bytes"
+    else:
+        have, limit = f"{have} MB", f"{limit} MB"
+    return f"file too large ({have} > limit {limit}; raise OSRAG_MAX_FILE_MB to allow it)"
 
 
 def _first_heading(body: str) -> str | None:
@@ -249,6 +262,7 @@ class Ingester:
         count = emb.count_tokens
         max_bytes = int(self.s.max_file_mb * 1_000_000)
         batch: list[_Prepared] = []
+        seen: set[str] = set()  # doc_ids taken by this ingest, across batches
         for path, root in find_files(paths):
             report.documents += 1
             try:
@@ -264,6 +278,13 @@ class Ingester:
                 report.failed.append((str(path), f"cannot chunk: {type(exc).__name__}: {exc}"))
                 _tick(progress, str(path), "failed")
                 continue
+            if doc.doc_id in seen:
+                # Two files, one doc_id: the second would silently replace the first (and the
+                # two would replace each other on every later ingest). Refuse the second.
+                report.failed.append((str(path), f"duplicate doc_id {doc.doc_id!r} in this ingest"))
+                _tick(progress, str(path), "failed")
+                continue
+            seen.add(doc.doc_id)
             version = self._version(doc, emb)
             batch.append(_Prepared(doc, str(path), f"{doc.doc_id}@{version}", chunks))
             if len(batch) >= self.s.ingest_batch_docs:
@@ -305,13 +326,7 @@ class Ingester:
                      progress: Callable[[str, str], None] | None) -> None:
         current = self.visible_versions([p.doc.doc_id for p in batch])
         todo: list[_Prepared] = []
-        seen: set[str] = set()
         for p in batch:
-            if p.doc.doc_id in seen:
-                report.failed.append((p.path, f"duplicate doc_id {p.doc.doc_id!r} in this ingest"))
-                _tick(progress, p.path, "failed")
-                continue
-            seen.add(p.doc.doc_id)
             if current.get(p.doc.doc_id) == {p.version_key}:
                 report.skipped += 1
                 _tick(progress, p.path, "skipped")
@@ -336,11 +351,14 @@ class Ingester:
         self._hide(add=old_keys, remove=[p.version_key for p in ok])
         doomed = old_keys + sorted(failed_keys)
         if doomed:
-            self.cluster.call(
-                "delete replaced chunks", self.cluster.client.delete_by_query, index=index,
-                body={"query": {"terms": {"version_key": doomed}}}, refresh=True, conflicts="proceed",
-            )
-            self._hide(remove=doomed)
+            self._delete_versions(index, doomed)
+            # Un-hide only keys with no chunk left: a key whose chunks survived the delete
+            # (a shard failure, a conflict) must stay hidden, or its chunks would reappear
+            # next to the new version. It is garbage then, but invisible garbage.
+            left = self._stored_versions(index, doomed)
+            gone = [k for k in doomed if k not in left]
+            if gone:
+                self._hide(remove=gone)
         for p in todo:
             if p.version_key in failed_keys:
                 report.failed.append((p.path, failed_keys[p.version_key]))
@@ -350,6 +368,22 @@ class Ingester:
                 report.chunks += len(p.chunks)
                 report.tokens += sum(c.token_count for c in p.chunks)
                 _tick(progress, p.path, "indexed")
+
+    def _delete_versions(self, index: str, keys: Sequence[str]) -> None:
+        self.cluster.call(
+            "delete replaced chunks", self.cluster.client.delete_by_query, index=index,
+            body={"query": {"terms": {"version_key": list(keys)}}}, refresh=True, conflicts="proceed",
+        )
+
+    def _stored_versions(self, index: str, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` still have chunks stored (hidden or not)."""
+        resp = self.cluster.call(
+            "check deleted chunks", self.cluster.client.search, index=index,
+            body={"size": 0, "query": {"terms": {"version_key": list(keys)}},
+                  "aggs": {"k": {"terms": {"field": "version_key", "size": len(keys)}}}},
+            params={"request_cache": "false"},
+        )
+        return {b["key"] for b in resp["aggregations"]["k"]["buckets"]}
 
     def _bulk(self, index: str, todo: list[_Prepared], vectors: Any, now: str, report: IngestReport) -> dict[str, str]:
         """Stream the chunks; returns version_key → reason for documents with failed items."""
@@ -376,8 +410,7 @@ class Ingester:
                 info = next(iter(item.values()))
                 items.append(item)
                 key = str(info.get("_id", "")).rsplit(":", 1)[0]
-                err = info.get("error")
-                reason = err.get("reason") if isinstance(err, dict) else str(err)
+                reason = _bulk_reason(info.get("error"))
                 failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {reason}")
         report.failed_items.extend(items)
         return failed
@@ -418,6 +451,21 @@ def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: st
         "embedding": [float(x) for x in vector],
     }
     return {k: v for k, v in src.items() if v is not None}
+
+
+def _bulk_reason(err: Any) -> str:
+    """The server's reason for a failed item, with its causes: the top-level reason alone
+    ("failed to parse field [embedding]") often hides the useful one ("dimension mismatch")."""
+    if not isinstance(err, dict):
+        return str(err)
+    parts: list[str] = []
+    node: Any = err
+    while isinstance(node, dict) and len(parts) < 4:
+        text = f"{node.get('type')}: {node.get('reason')}" if node.get("type") else str(node.get("reason"))
+        if text not in parts:
+            parts.append(text)
+        node = node.get("caused_by")
+    return "; caused by ".join(parts)
 
 
 def _date_or_none(value: Any) -> str | None:

@@ -91,6 +91,13 @@ class Settings(BaseSettings):
     candidate_depth: int = 40
     dedup_cosine: float = 0.95
     dedup_overlap: float = 0.8
+    # Relevance gate and evidence order (used when no reranker scores the candidates);
+    # values from the eval on golden/ with navec:news-300d — cosine thresholds are per model.
+    gate_min_coverage: float = 0.5
+    gate_min_cosine: float = 0.65
+    gate_relative_coverage: float = 0.6
+    gate_relative_cosine: float = 0.95
+    evidence_order: bool = True
 
     # --- local development node ---------------------------------------------------
     dev_home: Path = Field(default_factory=default_dev_home)
