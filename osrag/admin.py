@@ -348,28 +348,55 @@ class ReindexPlan:
     chunks: int
     documents: int
     stale_target: str | None = None
+    #: State of a reindex lock found on the source: "live", "dead" or "unknown" (None: no lock).
+    lock_state: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _lock_is_live(lock: dict[str, Any]) -> bool:
-    """A lock held by a process that is still running on this host."""
+def _lock_state(lock: dict[str, Any] | None) -> str:
+    """Whether the process holding a reindex lock still runs.
+
+    ``"live"``: it runs on this host. ``"dead"``: it does not (or the lock names no
+    process, or it is this very process, whose run failed). ``"unknown"``: it ran on
+    another host, which cannot be checked from here.
+    """
     import os
     import socket
 
-    if not lock or lock.get("host") != socket.gethostname():
-        return False
-    pid = lock.get("pid")
-    if not isinstance(pid, int):
-        return False
+    if not lock:
+        return "dead"
+    host, pid = lock.get("host"), lock.get("pid")
+    if host is None or not isinstance(pid, int):
+        return "dead"
+    if host != socket.gethostname():
+        return "unknown"
+    if pid == os.getpid():
+        return "dead"
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return "dead"
     except PermissionError:
-        return True
-    return pid != os.getpid()
+        return "live"
+    try:  # a killed process whose parent has not reaped it yet still answers kill(pid, 0)
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            if fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                return "dead"
+    except OSError:
+        pass
+    return "live"
+
+
+def _lock_is_live(lock: dict[str, Any]) -> bool:
+    """A lock held by a process that is still running on this host."""
+    return _lock_state(lock) == "live"
+
+
+def _describe_lock(lock: dict[str, Any]) -> str:
+    who = f"pid {lock.get('pid')} on {lock.get('host')}" if lock.get("host") else "an unknown process"
+    return f"a reindex ({who}) into {lock.get('target')} has held the lock since {lock.get('since')}"
 
 
 class Reindexer:
@@ -386,13 +413,20 @@ class Reindexer:
         self.admin = admin or Admin(settings)
         self.cluster = self.admin.cluster
 
+    def _visible(self) -> list[dict[str, Any]]:
+        """The visibility clause; none before the first ingest has created the state index
+        (a terms lookup into a missing index fails the whole query, and nothing is hidden yet)."""
+        from osrag.indexing import state_index, visibility_filter
+
+        exists = self.cluster.call("check state index", self.cluster.client.indices.exists,
+                                   index=state_index(self.s.alias))
+        return [visibility_filter(self.s.alias)] if exists else []
+
     def counts(self, index: str) -> tuple[int, int]:
         """(documents, chunks) readers can see in ``index``."""
-        from osrag.indexing import visibility_filter
-
         resp = self.cluster.call(
             "count", self.cluster.client.search, index=index,
-            body={"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [visibility_filter(self.s.alias)]}},
+            body={"size": 0, "track_total_hits": True, "query": {"bool": {"filter": self._visible()}},
                   "aggs": {"docs": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}}},
         )
         return int(resp["aggregations"]["docs"]["value"]), int(resp["hits"]["total"]["value"])
@@ -409,7 +443,7 @@ class Reindexer:
             alias=self.s.alias, source=source, target=None, source_model=str(meta.get("embedding_model")),
             target_model=target_model, source_dimension=meta.get("dimension"), target_dimension=emb.dimension,
             method="server-side _reindex" if same else "re-embed in Python", chunks=chunks, documents=docs,
-            stale_target=lock.get("target"),
+            stale_target=lock.get("target"), lock_state=_lock_state(lock) if lock else None,
         )
 
     def run(self, model_name: str | None = None, progress: Callable[[int, int], None] | None = None) -> ReindexPlan:
@@ -420,36 +454,84 @@ class Reindexer:
         source = plan.source
         meta = self.admin.meta(source)
         lock = meta.get("reindex_lock")
-        if lock and _lock_is_live(lock):
-            raise IndexStateError(f"a reindex (pid {lock.get('pid')}) into {lock.get('target')} is still running")
-        if lock and lock.get("target"):
+        if lock:
+            state = _lock_state(lock)
+            if state == "live":
+                raise IndexStateError(f"{_describe_lock(lock)} and is still running")
+            if state == "unknown":
+                raise IndexStateError(
+                    f"{_describe_lock(lock)}; whether it still runs cannot be checked from this host. "
+                    "If it does not, `osrag reindex --abort` drops its half-built index and the lock"
+                )
             # A killed run left a half-built index: it never had the alias, so drop it.
-            stale = lock["target"]
-            if stale != source:
-                self.cluster.call("delete half-built index", self.cluster.client.indices.delete, index=stale,
-                                  ignore_unavailable=True)
+            self._drop_half_built(source, lock)
         emb = embedder_for(self.s, plan.target_model)
         target = self.admin.create_index(embedder=emb)
         plan.target = target
         self.admin.update_meta(source, reindex_lock={"target": target, "since": utcnow().isoformat(),
                                                      "pid": os.getpid(), "host": socket.gethostname()})
-        if plan.method == "server-side _reindex":
-            self._server_side(source, target)
-        else:
-            self._reembed(source, target, emb, plan.chunks, progress)
-        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
-        self.verify(source, target)
-        self.admin.update_meta(target, last_ingest_at=meta.get("last_ingest_at"), previous_index=source,
-                               reindexed_from=source)
+        try:
+            if plan.method == "server-side _reindex":
+                self._server_side(source, target)
+            else:
+                self._reembed(source, target, emb, plan.chunks, progress)
+            self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
+            self.verify(source, target)
+            self.admin.update_meta(target, last_ingest_at=meta.get("last_ingest_at"), previous_index=source,
+                                   reindexed_from=source)
+            held = self.admin.meta(source).get("reindex_lock") or {}
+            if held.get("target") != target:
+                raise IndexStateError(
+                    f"the reindex lock on {source} was released or taken over while copying into {target} "
+                    "(`osrag reindex --abort`?); alias not switched"
+                )
+        except BaseException:
+            # Failed or interrupted (Ctrl-C) before the switch: readers never saw the new index.
+            # Drop it and release the lock, so ingest is not refused until someone re-runs reindex.
+            self._abandon(source, target)
+            raise
         # Atomic switch: one _aliases request removes the old and adds the new.
         self.admin.point_alias(target)
         self.admin.update_meta(source, reindex_lock=None)
         return plan
 
-    def _server_side(self, source: str, target: str) -> None:
-        from osrag.indexing import visibility_filter
+    def _drop_half_built(self, source: str, lock: dict[str, Any]) -> str | None:
+        stale = lock.get("target")
+        if not stale or stale == source or stale == self.admin.current_index():
+            return None
+        self.cluster.call("delete half-built index", self.cluster.client.indices.delete, index=stale,
+                          ignore_unavailable=True)
+        return str(stale)
 
-        body = {"source": {"index": source, "query": {"bool": {"filter": [visibility_filter(self.s.alias)]}}},
+    def _abandon(self, source: str, target: str) -> None:
+        """Best effort: delete ``target`` and release the lock if it is still ours."""
+        try:
+            if self.admin.current_index() != target:
+                self.cluster.call("delete abandoned index", self.cluster.client.indices.delete, index=target,
+                                  ignore_unavailable=True)
+            if (self.admin.meta(source).get("reindex_lock") or {}).get("target") == target:
+                self.admin.update_meta(source, reindex_lock=None)
+        except Exception:  # noqa: BLE001 - the original error matters more; the next run cleans up
+            pass
+
+    def abort(self) -> dict[str, Any] | None:
+        """Drop the half-built index of a reindex that no longer runs, and release its lock.
+
+        Returns the lock that was released (None when there was none). A reindex that
+        still runs on this host is refused: stop it first.
+        """
+        source = self.admin.require_index()
+        lock = self.admin.meta(source).get("reindex_lock")
+        if not lock:
+            return None
+        if _lock_state(lock) == "live":
+            raise IndexStateError(f"{_describe_lock(lock)} and is still running; stop it before aborting")
+        self._drop_half_built(source, lock)
+        self.admin.update_meta(source, reindex_lock=None)
+        return dict(lock)
+
+    def _server_side(self, source: str, target: str) -> None:
+        body = {"source": {"index": source, "query": {"bool": {"filter": self._visible()}}},
                 "dest": {"index": target}}
         resp = self.cluster.call("_reindex", self.cluster.client.reindex, body=body, refresh=True,
                                  wait_for_completion=True, request_timeout=3600)
@@ -460,10 +542,8 @@ class Reindexer:
                  progress: Callable[[int, int], None] | None) -> None:
         from opensearchpy.helpers import scan, streaming_bulk
 
-        from osrag.indexing import visibility_filter
-
         client = self.cluster.client
-        query = {"query": {"bool": {"filter": [visibility_filter(self.s.alias)]}}, "_source": {"excludes": ["embedding"]}}
+        query = {"query": {"bool": {"filter": self._visible()}}, "_source": {"excludes": ["embedding"]}}
         done = 0
         failed: list[dict[str, Any]] = []
 
@@ -528,6 +608,10 @@ class Reindexer:
     def rollback(self) -> tuple[str, str]:
         current = self.admin.require_index()
         meta = self.admin.meta(current)
+        lock = meta.get("reindex_lock")
+        if lock and _lock_state(lock) != "dead":
+            # Its switch would take the alias away from the index rolled back to.
+            raise IndexStateError(f"{_describe_lock(lock)}; roll back once it has finished")
         previous = meta.get("previous_index")
         if not previous:
             raise IndexStateError(f"{current} records no previous index to roll back to")
@@ -538,18 +622,32 @@ class Reindexer:
         return current, previous
 
     def indices(self) -> list[dict[str, Any]]:
-        """Concrete indices of this alias, oldest first."""
+        """Concrete indices of this alias, oldest first.
+
+        Only names this alias's ``create_index`` makes (``{alias}-{fingerprint}-{timestamp}``):
+        the pattern ``{alias}-*`` also matches the indices of an alias that extends this one
+        (``x-light-…`` for ``x``), which must never be listed, let alone cleaned up, here.
+        """
+        import re
+
+        own = re.compile(rf"^{re.escape(self.s.alias)}-[0-9a-f]{{10}}-[0-9]{{17}}$")
         rows = self.cluster.call("cat indices", self.cluster.client.cat.indices, index=f"{self.s.alias}-*",
                                  format="json", h="index,creation.date,docs.count", params={"expand_wildcards": "all"})
-        rows = [r for r in rows if r["index"].startswith(f"{self.s.alias}-")]
+        rows = [r for r in rows if own.match(r["index"])]
         return sorted(rows, key=lambda r: int(r.get("creation.date") or 0))
 
     def cleanup(self, keep: int = 1) -> list[str]:
-        """Delete old indices, keeping the newest ``keep`` besides the live one; never the live one."""
+        """Delete old indices, keeping the newest ``keep`` besides the live one; never the live one,
+        nor the index a reindex is building (a killed run's is dropped by the next run or ``--abort``)."""
         if keep < 0:
             raise ConfigError("--keep must be >= 0")
         current = self.admin.current_index()
-        others = [r["index"] for r in self.indices() if r["index"] != current]
+        protected = {current} if current else set()
+        if current:
+            target = (self.admin.meta(current).get("reindex_lock") or {}).get("target")
+            if target:
+                protected.add(target)
+        others = [r["index"] for r in self.indices() if r["index"] not in protected]
         doomed = others[: max(0, len(others) - keep)]
         for name in doomed:
             self.cluster.call("delete index", self.cluster.client.indices.delete, index=name)
@@ -569,6 +667,9 @@ def status(settings: Settings) -> dict[str, Any]:
         "alias": settings.alias,
         "index": None,
     }
+    # The same keys whether or not the alias has an index (None where there is nothing to report).
+    out.update(dict.fromkeys(("embedding_model", "dimension", "documents", "chunks", "last_ingest_at",
+                              "last_ingest_age_s", "previous_index", "reindex_lock", "pipelines", "fusion")))
     index = admin.current_index()
     drifts = admin.check()
     out["drift"] = [str(d) for d in drifts]
@@ -583,7 +684,11 @@ def status(settings: Settings) -> dict[str, Any]:
         last = meta.get("last_ingest_at")
         age = None
         if last:
-            age = (utcnow() - dt.datetime.fromisoformat(last)).total_seconds()
+            try:
+                age = (utcnow() - dt.datetime.fromisoformat(last)).total_seconds()
+            except (TypeError, ValueError):  # unparsable or without a timezone (hand-edited _meta)
+                age = None
+        lock = meta.get("reindex_lock")
         out.update({
             "index": index,
             "embedding_model": meta.get("embedding_model"),
@@ -593,7 +698,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "last_ingest_at": last,
             "last_ingest_age_s": age,
             "previous_index": meta.get("previous_index"),
-            "reindex_lock": meta.get("reindex_lock"),
+            "reindex_lock": {**lock, "state": _lock_state(lock)} if lock else None,
             "pipelines": {v: admin.pipeline_name(v) for v in PIPELINES},
             "fusion": settings.fusion,
         })

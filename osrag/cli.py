@@ -203,16 +203,31 @@ def search(question: str, budget: int | None, filters: tuple[str, ...], depth: i
 
 # ------------------------------------------------------------------------ admin
 @cli.command()
-@click.option("--embedding-model", default=None, help="Move the corpus to this model (default: keep the index's).")
+@click.option("--embedding-model", default=None,
+              help="Move the corpus to this model (default: OSRAG_EMBEDDING_MODEL, else the index's own).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
+@click.option("--abort", is_flag=True,
+              help="Drop the half-built index of a reindex that no longer runs and release its lock.")
 @click.option("--json", "as_json", is_flag=True)
-def reindex(embedding_model: str | None, dry_run: bool, as_json: bool) -> None:
+def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bool) -> None:
     """Build a new index from the current template, verify it, switch the alias atomically."""
     from tqdm import tqdm
 
     from osrag.admin import Reindexer
 
+    if abort and (dry_run or embedding_model):
+        raise click.UsageError("--abort takes no --dry-run or --embedding-model")
     r = Reindexer(_settings())
+    if abort:
+        released = r.abort()
+        if as_json:
+            _echo_json({"aborted": released is not None, "lock": released})
+        elif released is None:
+            click.echo(f"no reindex lock on {r.admin.require_index()}: nothing to abort")
+        else:
+            click.echo(f"aborted the reindex into {released.get('target')}: its index is deleted and the lock "
+                       "released; ingest works again")
+        return
     if dry_run:
         plan = r.plan(embedding_model)
         if as_json:
@@ -222,7 +237,12 @@ def reindex(embedding_model: str | None, dry_run: bool, as_json: bool) -> None:
         click.echo(f"  -> new index from template v{__import__('osrag.templates').templates.TEMPLATE_VERSION} "
                    f"with {plan.target_model} (dim {plan.target_dimension})")
         click.echo(f"  method: {plan.method}; {plan.documents} documents, {plan.chunks} chunks to copy")
-        if plan.stale_target:
+        if plan.stale_target and plan.lock_state == "live":
+            click.echo(f"  a reindex into {plan.stale_target} is still running: a run now would be refused")
+        elif plan.stale_target and plan.lock_state == "unknown":
+            click.echo(f"  a reindex on another host holds the lock (into {plan.stale_target}): a run now would be "
+                       "refused; `osrag reindex --abort` if it no longer runs")
+        elif plan.stale_target:
             click.echo(f"  a killed earlier run left {plan.stale_target}: it will be deleted")
         click.echo("  then: verify counts and sample queries, switch the alias in one request, keep the old index")
         return

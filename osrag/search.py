@@ -297,7 +297,9 @@ class SearchClient:
         notes: list[str] = []
         t0 = time.perf_counter()
         try:
-            resp = self.cluster.call("search", self.cluster.client.search, index=self.s.alias, body=body,
+            # The concrete index resolved above, not the alias: if a reindex switches the alias
+            # meanwhile, the query vector still meets the index (and model) it was made for.
+            resp = self.cluster.call("search", self.cluster.client.search, index=index, body=body,
                                      params=params)
         except ClusterError as exc:
             # The state index is created by the first ingest; before it there is nothing to find.
