@@ -199,39 +199,41 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
 
     # Extra fusion pipelines on the md alias: weighted RRF variants from the same JSON file.
     md_admin = Admin(s_md)
-    weighted = {"rrf-0.9-0.1": (0.9, 0.1), "rrf-0.8-0.2": (0.8, 0.2), "rrf-0.7-0.3": (0.7, 0.3),
-                "rrf-0.3-0.7": (0.3, 0.7)}
+    # Every fusion variant gets its own pipeline from the same JSON files, so each row's label is
+    # exactly what ran (the alias's own pipeline carries the shipped weights).
+    variants = [("rrf", (0.5, 0.5)), ("rrf", (0.9, 0.1)), ("rrf", (0.8, 0.2)), ("rrf", (0.7, 0.3)),
+                ("rrf", (0.3, 0.7)), ("minmax", (0.5, 0.5)), ("minmax", (0.9, 0.1))]
     from osrag import templates
 
-    for name, w in weighted.items():
-        body = templates.load_pipeline(PIPELINES["rrf"], {**md_admin._params(), "weights": list(w)})
+    names: dict[tuple[str, tuple[float, float]], str] = {}
+    for fusion, w in variants:
+        name = f"{cfg.prefix}-{fusion}-{w[0]:g}-{w[1]:g}"
+        body = templates.load_pipeline(PIPELINES[fusion], {**md_admin._params(), "weights": list(w)})
         md_admin.cluster.call("put eval pipeline", md_admin.cluster.client.transport.perform_request, "PUT",
-                              f"/_search/pipeline/{cfg.prefix}-{name}", body=body)
+                              f"/_search/pipeline/{name}", body=body)
+        names[(fusion, w)] = name
+    shipped = f"{base.fusion} {'/'.join(f'{x:g}' for x in base.rrf_weights)}"
 
     configs: list[tuple[str, Settings, str, str | None]] = [
         ("fixed-size · bm25", s_fx, "bm25", None),
-        ("fixed-size · hybrid rrf", s_fx, "hybrid", Admin(s_fx).pipeline_name("rrf")),
+        (f"fixed-size · hybrid {shipped}", s_fx, "hybrid", Admin(s_fx).pipeline_name(base.fusion)),
         ("headings · bm25 standard analyzer", s_md, "bm25-std", None),
         ("headings · bm25 light_russian", s_lt, "bm25", None),
         ("headings · bm25 russian", s_md, "bm25", None),
         ("headings · knn", s_md, "knn", None),
-        ("headings · hybrid rrf 0.5/0.5", s_md, "hybrid", md_admin.pipeline_name("rrf")),
-        ("headings · hybrid rrf 0.9/0.1", s_md, "hybrid", f"{cfg.prefix}-rrf-0.9-0.1"),
-        ("headings · hybrid rrf 0.8/0.2", s_md, "hybrid", f"{cfg.prefix}-rrf-0.8-0.2"),
-        ("headings · hybrid rrf 0.7/0.3", s_md, "hybrid", f"{cfg.prefix}-rrf-0.7-0.3"),
-        ("headings · hybrid rrf 0.3/0.7", s_md, "hybrid", f"{cfg.prefix}-rrf-0.3-0.7"),
-        ("headings · hybrid min-max 0.5/0.5", s_md, "hybrid", md_admin.pipeline_name("minmax")),
     ]
+    for fusion, w in variants:
+        label = "min-max" if fusion == "minmax" else "rrf"
+        configs.append((f"headings · hybrid {label} {w[0]:g}/{w[1]:g}", s_md, "hybrid", names[(fusion, w)]))
     # Chunk size and overlap: the same hybrid query over indices chunked differently.
     for max_tokens, overlap in ((200, 0.12), (500, 0.12), (350, 0.0)):
         alias = f"{cfg.prefix}-md{max_tokens}-o{int(overlap * 100)}"
         sx = _prepare(base, alias, cfg.corpus, "markdown", log, chunk_max_tokens=max_tokens, chunk_overlap=overlap,
                       **common)
-        configs.append((f"headings {max_tokens} tok, overlap {overlap:.2f} · hybrid rrf 0.5/0.5", sx, "hybrid",
-                        Admin(sx).pipeline_name("rrf")))
-    configs.append(("headings · hybrid rrf 0.5/0.5, depth 20", s_md, "hybrid", md_admin.pipeline_name("rrf")))
-    w = "/".join(f"{x:g}" for x in base.rrf_weights)
-    chosen = f"shipped default · hybrid {base.fusion} {w}"
+        configs.append((f"headings {max_tokens} tok, overlap {overlap:.2f} · hybrid {shipped}", sx, "hybrid",
+                        Admin(sx).pipeline_name(base.fusion)))
+    configs.append((f"headings · hybrid {shipped}, depth 20", s_md, "hybrid", md_admin.pipeline_name(base.fusion)))
+    chosen = f"shipped default · hybrid {shipped}, depth {cfg.depth}"
     configs.append((chosen, s_md, "hybrid", md_admin.pipeline_name(base.fusion)))
     results: list[ConfigResult] = []
     retrievals: dict[str, dict[str, list[Hit]]] = {}

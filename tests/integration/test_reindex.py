@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from osrag.admin import PIPELINES, Admin, Reindexer, status
-from osrag.errors import ClusterError, ConfigError, IndexStateError
+from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester, state_index
 from osrag.search import SearchClient
 from osrag.settings import Settings
