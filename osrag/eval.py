@@ -250,21 +250,25 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
             retrievals[name][q.qid] = ret.hits
             if q.answerable:
                 res.per_q[q.qid] = retrieval_metrics(ranked_keys(ret.hits, rels[q.qid]), list(rels[q.qid]))
+                res.per_q[q.qid]["top5_tokens"] = float(sum(h.source.get("token_count", 0) for h in ret.hits[:5]))
         results.append(res)
         log(f"{name}: hit@5 {res.mean('hit@5'):.3f} recall@20 {res.mean('recall@20'):.3f}")
 
     # Budget: plain top-k baseline vs budget selection, same retrieval config and token budget.
     client = clients[s_md.alias]
     count = client.embedder().count_tokens
-    budget_rows: dict[str, dict[int, dict[str, float]]] = {"top-k": {}, "budget selection": {}}
-    no_answer_ok: dict[str, dict[int, float]] = {"top-k": {}, "budget selection": {}}
+    fixed_name = f"fixed-size · hybrid {shipped}"
+    methods = ("top-k", "top-k, fixed-size chunks", "budget selection")
+    budget_rows: dict[str, dict[int, dict[str, float]]] = {k: {} for k in methods}
+    no_answer_ok: dict[str, dict[int, float]] = {k: {} for k in methods}
     stage_ms: dict[str, list[float]] = defaultdict(list)
     for b in sorted(set(cfg.budgets) | {cfg.budget}):
-        acc: dict[str, list[dict[str, float]]] = {"top-k": [], "budget selection": []}
-        na: dict[str, list[float]] = {"top-k": [], "budget selection": []}
+        acc: dict[str, list[dict[str, float]]] = {k: [] for k in methods}
+        na: dict[str, list[float]] = {k: [] for k in methods}
         for q in questions:
             hits = retrievals[chosen][q.qid]
             base_sel = topk_within_budget(hits, b, count)
+            fixed_sel = topk_within_budget(retrievals[fixed_name][q.qid], b, count)
             env = client.search(q.question, budget_tokens=b, filters=q.filters, depth=cfg.depth)
             if b == cfg.budget:
                 for k, v in env.timings_ms.items():
@@ -273,8 +277,11 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
             if q.answerable:
                 acc["top-k"].append(delivery_metrics([(h.source, count(h.source.get("text", ""))) for h in base_sel], rels[q.qid]))
                 acc["budget selection"].append(delivery_metrics(sel_srcs, rels[q.qid]))
+                acc["top-k, fixed-size chunks"].append(delivery_metrics(
+                    [(h.source, count(h.source.get("text", ""))) for h in fixed_sel], rels[q.qid]))
             else:
                 na["top-k"].append(1.0 if not base_sel else 0.0)  # top-k always returns something
+                na["top-k, fixed-size chunks"].append(1.0 if not fixed_sel else 0.0)
                 na["budget selection"].append(1.0 if env.status == "nothing_relevant" else 0.0)
         for k in acc:
             rows = acc[k]
@@ -315,7 +322,8 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
         "chosen": chosen,
         "retrieval": [
             {"config": r.name,
-             **{m: round(r.mean(m, ans_ids), 4) for m in ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5")},
+             **{m: round(r.mean(m, ans_ids), 4) for m in ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5",
+                                                           "top5_tokens")},
              "p50_ms": round(metrics.percentile(r.latency_ms, 50), 1),
              "p95_ms": round(metrics.percentile(r.latency_ms, 95), 1)}
             for r in results
@@ -363,10 +371,10 @@ def format_table(report: dict[str, Any]) -> str:
     lines.append("")
     b = str(report["budget"])
     lines.append(f"budget {b} tokens ({report['chosen']}, same candidates):")
-    lines.append(f"{'':<18}{'recall_in_budget':>18}{'answered':>10}{'tok/answered':>14}{'off-topic':>11}{'no-answer ok':>14}")
+    lines.append(f"{'':<26}{'recall_in_budget':>18}{'answered':>10}{'tok/answered':>14}{'off-topic':>11}{'no-answer ok':>14}")
     for k, rows in report["budget_curve"].items():
         row = rows[b]
-        lines.append(f"{k:<18}{row['recall_in_budget']:>18.3f}{row['answered']:>10.3f}{row['tokens_per_answered']:>14.1f}"
+        lines.append(f"{k:<26}{row['recall_in_budget']:>18.3f}{row['answered']:>10.3f}{row['tokens_per_answered']:>14.1f}"
                      f"{row['off_topic_share']:>11.3f}{report['no_answer_correct'][k][b]:>14.3f}")
     return "\n".join(lines)
 
@@ -379,7 +387,7 @@ def write_outputs(report: dict[str, Any], out_dir: Path) -> None:
 
 
 def markdown_report(r: dict[str, Any]) -> str:
-    cols = ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5", "p50_ms", "p95_ms")
+    cols = ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5", "top5_tokens", "p50_ms", "p95_ms")
     out = [
         "# osrag eval report",
         "",
@@ -402,7 +410,12 @@ def markdown_report(r: dict[str, Any]) -> str:
         "|---|" + "---|" * len(cols),
     ]
     for row in r["retrieval"]:
-        out.append(f"| {row['config']} | " + " | ".join(f"{row[c]:.3f}" if "ms" not in c else f"{row[c]:.1f}" for c in cols) + " |")
+        out.append(f"| {row['config']} | " + " | ".join(
+            f"{row[c]:.1f}" if ("ms" in c or "tokens" in c) else f"{row[c]:.3f}" for c in cols) + " |")
+    out += ["", "`top5_tokens`: tokens in the first five candidates. Section-level hits favour bigger chunks "
+            "(a 1200-character window overlaps more sections), so compare chunkers with it and with the budget "
+            "table below, which charges every token.", ""]
+    out += defaults_section(r)
     out += ["", f"## Plain top-k (baseline) vs budget selection ({r['chosen']}, candidate depth {r['depth']})", "",
             "| budget | method | recall within budget | answered | tokens per answered question | off-topic token share | correct «nothing found» |",
             "|---|---|---|---|---|---|---|"]
@@ -424,6 +437,50 @@ def markdown_report(r: dict[str, Any]) -> str:
         out.append(f"| {k} | {v['p50']:.2f} | {v['p95']:.2f} |")
     out += ["", f"Run time {r['seconds']} s. Re-running `osrag eval golden/golden.jsonl` reproduces these numbers up to timing.", ""]
     return "\n".join(out)
+
+
+def defaults_section(r: dict[str, Any]) -> list[str]:
+    """Why the shipped defaults are what they are, with the numbers from this run."""
+    rows = {row["config"]: row for row in r["retrieval"]}
+
+    def cite(name: str, *metrics_: str) -> str:
+        row = rows.get(name)
+        if not row:
+            return f"{name}: (not run)"
+        return f"{name}: " + ", ".join(f"{m} {row[m]:.3f}" for m in metrics_)
+
+    m = ("hit@5", "recall@20", "mrr")
+    out = ["## Shipped defaults and the numbers behind them", ""]
+    out.append("- **Fusion: RRF with weights 0.9 (BM25) / 0.1 (kNN), depth 40.** With this weak dense head, "
+               "equal weights lose top-5 precision to stemmed BM25 while deeper recall holds up; leaning on BM25 "
+               "keeps most of its precision and gives the best recall@20 of all fusions tried. Min-max 0.9/0.1 "
+               "is as good or slightly better at the top (one setting away: `OSRAG_FUSION=minmax`); RRF stays "
+               "the default because the selection results below are the same for both and rank fusion does not "
+               "depend on score distributions, which change with the model and the corpus.")
+    for name in ("headings · bm25 russian", "headings · hybrid rrf 0.5/0.5", "headings · hybrid rrf 0.9/0.1",
+                 "headings · hybrid min-max 0.9/0.1", "headings · hybrid rrf 0.9/0.1, depth 20"):
+        out.append(f"  - {cite(name, *m)}")
+    out.append("- **Stemmer: Snowball `russian`.** It joins чай/чая/чаю and оформить/оформил, which "
+               "`light_russian` keeps apart; the standard analyzer is far behind both.")
+    for name in ("headings · bm25 russian", "headings · bm25 light_russian", "headings · bm25 standard analyzer"):
+        out.append(f"  - {cite(name, 'hit@3', 'hit@5', 'recall@20', 'mrr')}")
+    out.append("- **Chunking: headings, at most 350 tokens, overlap 0.12, minimum 40.** Most sections of this corpus "
+               "fit in 200 tokens, so the limit and the overlap barely change the chunks; 350 keeps whole tables "
+               "and functions together for the reserved slot. Fixed windows look better on section-level hits "
+               "because each window spans several sections (top5_tokens is about twice as large); the budget "
+               "table charges them for those tokens.")
+    for name in ("headings 200 tok, overlap 0.12 · hybrid rrf 0.9/0.1", "headings · hybrid rrf 0.9/0.1",
+                 "headings 500 tok, overlap 0.12 · hybrid rrf 0.9/0.1",
+                 "headings 350 tok, overlap 0.00 · hybrid rrf 0.9/0.1"):
+        out.append(f"  - {cite(name, 'hit@5', 'recall@20', 'top5_tokens')}")
+    out.append("- **Selection: near-duplicates at cosine ≥ 0.95 or 3-gram containment ≥ 0.8; evidence order "
+               "(2·term coverage + cosine + exact code + rank prior) when no reranker runs; a chunk must cover "
+               "half the question's terms, reach cosine 0.65 or name its code, and be within 60 % of the best "
+               "coverage (or 95 % of the best cosine).** This is what beats top-k at small budgets and says "
+               "«nothing found» for most no-answer questions; at large budgets top-k's recall is higher because "
+               "it spends the whole budget on whatever ranks next, and the selection stops early by design.")
+    out.append("")
+    return out
 
 
 def plot_budget_curve(r: dict[str, Any], path: Path) -> None:
