@@ -17,6 +17,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,6 +94,21 @@ def settings(opensearch_url: str, unique_name: str, tmp_path: Path) -> Settings:
         cache_dir=Settings().models_dir.parent,
         _env_file=None,
     )
+
+
+def drop_alias(client: Any, alias: str) -> None:
+    """Everything install, ingest and reindex create for one alias (absent parts are fine)."""
+    from osrag.admin import PIPELINES
+    from osrag.indexing import state_index
+
+    client.indices.delete(index=f"{alias}-*", ignore_unavailable=True, allow_no_indices=True,
+                          expand_wildcards="all")
+    client.indices.delete(index=state_index(alias), ignore_unavailable=True)
+    # The index template goes before the component template it is composed of.
+    client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
+    client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=404)
+    for variant in PIPELINES.values():
+        client.transport.perform_request("DELETE", f"/_search/pipeline/{alias}-{variant}", params={"ignore": 404})
 
 
 @pytest.fixture

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import PIPELINES, Admin
+from osrag.admin import Admin
 from osrag.connection import make_client
 from osrag.indexing import Ingester, visibility_filter
 from osrag.search import SearchClient
 from osrag.settings import Settings
+from tests.integration.conftest import drop_alias as shared_drop_alias
 
 pytestmark = pytest.mark.integration
 
@@ -27,16 +28,7 @@ pytestmark = pytest.mark.integration
 # --------------------------------------------------------------------------- helpers and fixtures
 def drop_alias(client: Any, settings: Settings, alias: str) -> None:
     """Everything osrag keeps in the cluster for ``alias``: indices, state, templates, pipelines."""
-    client.indices.delete(index=f"{alias}-*", ignore_unavailable=True, allow_no_indices=True)
-    client.indices.delete(index=f"{alias}.state", ignore_unavailable=True)
-    # The index template goes before the component template it is composed of.
-    client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
-    client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=404)
-    admin = Admin(settings.model_copy(update={"alias": alias}))
-    for variant in PIPELINES:
-        client.transport.perform_request(
-            "DELETE", f"/_search/pipeline/{admin.pipeline_name(variant)}", params={"ignore": 404}
-        )
+    shared_drop_alias(client, alias)
 
 
 @pytest.fixture

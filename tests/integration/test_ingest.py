@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from osrag.admin import PIPELINES, Admin, embedder_for
+from osrag.admin import Admin, embedder_for
 from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester, state_index, visibility_filter
 from osrag.settings import Settings
+from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
 
@@ -29,15 +30,7 @@ pytestmark = pytest.mark.integration
 # ------------------------------------------------------------------ fixtures and helpers
 def cleanup(admin: Admin) -> None:
     """Remove everything install and ingest create for this test's alias."""
-    client = admin.cluster.client
-    alias = admin.alias
-    client.indices.delete(index=f"{alias}-*", ignore=[404])
-    client.indices.delete(index=state_index(alias), ignore=[404])
-    client.indices.delete_index_template(name=admin.template_name, ignore=[404])
-    client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=[404])
-    for variant in PIPELINES:
-        client.transport.perform_request("DELETE", f"/_search/pipeline/{admin.pipeline_name(variant)}",
-                                         params={"ignore": 404})
+    drop_alias(admin.cluster.client, admin.alias)
 
 
 @pytest.fixture

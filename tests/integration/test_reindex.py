@@ -11,7 +11,6 @@ import datetime as dt
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,11 +23,12 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import PIPELINES, Admin, Reindexer, status
+from osrag.admin import Admin, Reindexer, status
 from osrag.errors import ConfigError, IndexStateError
-from osrag.indexing import Ingester, state_index
+from osrag.indexing import Ingester
 from osrag.search import SearchClient
 from osrag.settings import Settings
+from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +54,7 @@ QUERIES = (
 
 
 # ------------------------------------------------------------------ fixtures and helpers
-def drop_alias(client: Any, alias: str) -> None:
-    """Everything install, ingest and reindex create for one alias."""
-    client.indices.delete(index=f"{alias}-*", ignore=[404], expand_wildcards="all")
-    client.indices.delete(index=state_index(alias), ignore=[404])
-    client.indices.delete_index_template(name=f"{alias}-template", ignore=[404])
-    client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=[404])
-    for variant in PIPELINES:
-        client.transport.perform_request("DELETE", f"/_search/pipeline/{alias}-{PIPELINES[variant]}",
-                                         params={"ignore": 404})
+
 
 
 @pytest.fixture

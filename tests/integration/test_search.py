@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import PIPELINES, Admin, embedder_for
+from osrag.admin import Admin, embedder_for
 from osrag.connection import make_client
 from osrag.envelope import Envelope, render_text
 from osrag.errors import InputError
@@ -29,6 +29,7 @@ from osrag.indexing import Ingester
 from osrag.rerank import Reranker
 from osrag.search import MAX_QUESTION_CHARS, SearchClient
 from osrag.settings import Settings
+from tests.integration.conftest import drop_alias as shared_drop_alias
 from tests.unit.test_rerank import build_tiny_cross_encoder
 
 pytestmark = pytest.mark.integration
@@ -124,16 +125,7 @@ def make_settings(url: str, alias: str, **kw: Any) -> Settings:
 
 def drop_alias(settings: Settings) -> None:
     """Delete everything osrag installed for ``settings.alias`` (absent parts are fine)."""
-    client = make_client(settings)
-    alias = settings.alias
-    client.indices.delete(index=f"{alias}-*", ignore_unavailable=True, allow_no_indices=True)
-    client.indices.delete(index=f"{alias}.state", ignore_unavailable=True)
-    client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
-    client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=404)
-    admin = Admin(settings)
-    for variant in PIPELINES:
-        client.transport.perform_request(
-            "DELETE", f"/_search/pipeline/{admin.pipeline_name(variant)}", params={"ignore": 404})
+    shared_drop_alias(make_client(settings), settings.alias)
 
 
 @pytest.fixture

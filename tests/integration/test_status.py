@@ -16,8 +16,9 @@ import pytest
 
 from osrag import templates
 from osrag.admin import PIPELINES, Admin, status
-from osrag.indexing import Ingester, state_index
+from osrag.indexing import Ingester
 from osrag.settings import Settings
+from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
 
@@ -26,15 +27,6 @@ DOCS = ("account-registration", "promo-tea15", "faq-lamps", "delivery-pickup")
 KEYS = {"cluster", "alias", "index", "drift", "template_version", "embedding_model", "dimension", "documents",
         "chunks", "last_ingest_at", "last_ingest_age_s", "previous_index", "reindex_lock", "pipelines", "fusion"}
 
-
-def drop_alias(client: Any, alias: str) -> None:
-    client.indices.delete(index=f"{alias}-*", ignore=[404], expand_wildcards="all")
-    client.indices.delete(index=state_index(alias), ignore=[404])
-    client.indices.delete_index_template(name=f"{alias}-template", ignore=[404])
-    client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=[404])
-    for variant in PIPELINES:
-        client.transport.perform_request("DELETE", f"/_search/pipeline/{alias}-{PIPELINES[variant]}",
-                                         params={"ignore": 404})
 
 
 @pytest.fixture
