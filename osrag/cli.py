@@ -201,6 +201,25 @@ def search(question: str, budget: int | None, filters: tuple[str, ...], depth: i
         click.echo(render_text(env))
 
 
+@cli.command()
+@click.argument("section_id")
+@click.option("--json", "as_json", is_flag=True)
+def section(section_id: str, as_json: bool) -> None:
+    """Print a whole section (a passage's parent_section_id) in document order."""
+    from osrag.search import SearchClient
+
+    parts = SearchClient(_settings()).section(section_id)
+    if as_json:
+        _echo_json([p.model_dump() for p in parts])
+        return
+    if not parts:
+        click.echo(f"no visible chunks in section {section_id}")
+        sys.exit(1)
+    click.echo(" > ".join(parts[0].heading_path) + f"  ({parts[0].source})\n")
+    for p in parts:
+        click.echo(p.text.strip() + "\n")
+
+
 # ------------------------------------------------------------------------ admin
 @cli.command()
 @click.option("--embedding-model", default=None,

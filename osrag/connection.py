@@ -58,7 +58,10 @@ def translate_errors(url: str, what: str = "request") -> Iterator[None]:
 
 def _short(exc: Exception) -> str:
     text = str(exc.__cause__ or exc)
-    return text.splitlines()[0][:160] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = text.splitlines()[0]
+    return line if len(line) <= 240 else line[:240].rsplit(" ", 1)[0] + " …"
 
 
 def _reason(exc: Any) -> str:

@@ -123,6 +123,43 @@ def quiet_transformers() -> None:
         pass
 
 
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the model hub answers at all (a quick TCP connect, no request)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        from huggingface_hub import constants
+
+        endpoint = constants.ENDPOINT
+    except Exception:  # pragma: no cover
+        endpoint = "https://huggingface.co"
+    url = urlparse(endpoint)
+    try:
+        with socket.create_connection((url.hostname or "", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def load_pretrained(cls: Any, name: str, device: str) -> Any:
+    """Local files first; the hub only when it answers, so an offline machine fails in seconds.
+
+    Without this, a hub name on a machine with no network retries for about a minute
+    inside huggingface_hub before failing.
+    """
+    if Path(name).exists():
+        return cls(name, device=device)
+    try:
+        return cls(name, device=device, local_files_only=True)
+    except Exception as local_exc:
+        if not hub_reachable():
+            raise OSError(f"{name!r} is not in the local model cache and the model hub is unreachable") from local_exc
+        return cls(name, device=device)
+
+
 @functools.lru_cache(maxsize=4)
 def load_model(resolved: str, device: str = "cpu") -> Any:
     """Load a sentence-transformers model once per process."""
@@ -130,7 +167,7 @@ def load_model(resolved: str, device: str = "cpu") -> Any:
     try:
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(resolved, device=device)
+        return load_pretrained(SentenceTransformer, resolved, device)
     except Exception as exc:  # hub unreachable, missing files, bad config...
         raise ModelError(
             f"cannot load embedding model {resolved!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"

@@ -25,7 +25,10 @@ def load_cross_encoder(name: str, device: str = "cpu") -> Any:
     try:
         from sentence_transformers import CrossEncoder
 
-        return CrossEncoder(name, device=device)
+        from osrag.embedding import load_pretrained, quiet_transformers
+
+        quiet_transformers()
+        return load_pretrained(CrossEncoder, name, device)
     except Exception as exc:
         raise RerankUnavailable(
             f"cannot load reranker {name!r}: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
@@ -45,11 +48,20 @@ class Reranker:
         self.device = device
         self.batch_size = batch_size
         self._model: Any | None = None
+        self._load_error: RerankUnavailable | None = None
 
     @property
     def model(self) -> Any:
+        # A failed load is remembered: with a hub name and no network, every search would
+        # otherwise wait for the same failure again.
+        if self._load_error is not None:
+            raise self._load_error
         if self._model is None:
-            self._model = load_cross_encoder(self.model_name, self.device)
+            try:
+                self._model = load_cross_encoder(self.model_name, self.device)
+            except RerankUnavailable as exc:
+                self._load_error = exc
+                raise
         return self._model
 
     def score(self, question: str, texts: Sequence[str]) -> RerankResult:

@@ -315,6 +315,38 @@ class SearchClient:
         ]
         return Retrieval(hits, index, meta, timings, vector=vector, notes=notes)
 
+    # -- parent-child: the whole section a passage came from
+    def section(self, section_id: str) -> list[Passage]:
+        """The visible chunks of a section and of its direct subsections, in document order.
+
+        A passage carries ``section_id`` and ``parent_section_id``; an app that needs more
+        context than one chunk asks for the section instead of raising the budget.
+        """
+        if not section_id or not isinstance(section_id, str):
+            raise InputError("section id is empty")
+        index, _ = self._target()
+        flt = [visibility_filter(self.s.alias),
+               {"bool": {"should": [{"term": {"section_id": section_id}}, {"term": {"parent_section_id": section_id}}],
+                         "minimum_should_match": 1}}]
+        body = {"size": 1000, "query": {"bool": {"filter": flt}}, "sort": [{"ordinal": "asc"}],
+                "_source": {"excludes": ["embedding"]}}
+        try:
+            resp = self.cluster.call("section", self.cluster.client.search, index=index, body=body)
+        except ClusterError as exc:
+            if _missing_index(exc, state_index(self.s.alias)):
+                return []
+            raise
+        out = []
+        for rank, h in enumerate(resp["hits"]["hits"], start=1):
+            src = h["_source"]
+            out.append(Passage(
+                chunk_id=src.get("chunk_id", h["_id"]), doc_id=src.get("doc_id", ""), title=src.get("title", ""),
+                heading_path=list(src.get("heading_path") or []), source=src.get("source", ""),
+                section_id=src.get("section_id"), parent_section_id=src.get("parent_section_id"),
+                kind=src.get("kind", "text"), text=src.get("text", ""), tokens=int(src.get("token_count", 0)),
+                rank=rank, start=src.get("start"), end=src.get("end")))
+        return out
+
     # -- the full contract
     def search(self, question: str, *, budget_tokens: int | None = None, filters: Mapping[str, Any] | None = None,
                depth: int | None = None, rerank: bool | None = None, tokenizer: Any | None = None,
@@ -361,7 +393,7 @@ class SearchClient:
                 if n_tr:
                     info.note = f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking"
             except ModelError as exc:
-                info.note = f"reranker unavailable, kept RRF order: {exc}"
+                info.note = f"reranker unavailable, ranked without it (fused order plus evidence): {exc}"
                 notes.append(info.note)
             timings["rerank"] = (time.perf_counter() - t0) * 1000
         elif not use_rerank:

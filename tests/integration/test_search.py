@@ -240,7 +240,7 @@ def test_reranker_failure_degrades_to_rrf_order_and_says_so(corpus: Settings, sc
     baseline = sc.search(BREWING_Q, budget_tokens=1000)
     assert env.rerank.used is False
     assert env.rerank.model == missing
-    assert env.rerank.note.startswith("reranker unavailable, kept RRF order: cannot load reranker")
+    assert env.rerank.note.startswith("reranker unavailable, ranked without it (fused order plus evidence): cannot load reranker")
     assert env.rerank.note in env.notes
     assert env.passages
     assert [p.chunk_id for p in env.passages] == [p.chunk_id for p in baseline.passages]
@@ -531,3 +531,20 @@ def test_cli_search_readable_view_prints_the_budget_line(corpus: Settings, tmp_p
     assert budget_lines[0].startswith(f"budget: {spent}/120 tokens · budgeted")
     assert spent <= 120
     assert any(ln.startswith("left out: ") for ln in lines)
+
+
+def test_section_returns_the_passage_with_its_neighbours_in_order(sc: SearchClient) -> None:
+    env = sc.search(BREWING_Q, budget_tokens=1000)
+    first = env.passages[0]
+    parent = first.parent_section_id or first.section_id
+    assert parent
+    section = sc.section(parent)
+    ids = [p.chunk_id for p in section]
+    assert first.chunk_id in ids
+    assert {p.doc_id for p in section} == {first.doc_id}
+    ordinals = [int(cid.rsplit(":", 1)[1]) for cid in ids]
+    assert ordinals == sorted(ordinals)
+    assert all(p.section_id == parent or p.parent_section_id == parent for p in section)
+    assert sc.section(f"{first.doc_id}#no-such-section") == []
+    with pytest.raises(InputError):
+        sc.section("")

@@ -130,3 +130,17 @@ def test_model_is_loaded_once_per_process(tiny_model: str) -> None:
     info = load_cross_encoder.cache_info()
     assert info.misses == 1
     assert info.hits >= 1
+
+
+def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:  # noqa: ANN001
+    from osrag import rerank as rr
+
+    missing = str(tmp_path / "no-such-model")
+    r = rr.Reranker(missing)
+    with pytest.raises(rr.RerankUnavailable) as first:
+        r.score("вопрос", ["текст"])
+    calls = rr.load_cross_encoder.cache_info().misses
+    with pytest.raises(rr.RerankUnavailable) as second:
+        r.score("вопрос", ["текст"])
+    assert second.value is first.value
+    assert rr.load_cross_encoder.cache_info().misses == calls  # no second load attempt
