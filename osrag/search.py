@@ -367,9 +367,8 @@ class SearchClient:
         # Relevance gate (independent of the fused score, which is rank-based and always positive).
         terms = query_terms(question)
         idents = identifier_terms(question)
-        for h in ret.hits:
-            vec = h.source.get("embedding")
-            cos = float(sum(a * b for a, b in zip(qvec, vec))) if (qvec is not None and vec) else 0.0
+        cosines = _cosines(qvec, [h.source.get("embedding") for h in ret.hits])
+        for h, cos in zip(ret.hits, cosines):
             text = h.source.get("text", "")
             h.coverage, h.cosine = term_coverage(terms, text), cos
             h.ident_match = names_identifier(idents, text)
@@ -403,6 +402,15 @@ class SearchClient:
         if not info.used and self.s.evidence_order:
             ordered = evidence_order(ordered)
         count = tokenizer or emb.count_tokens
+
+        def cost(src: dict[str, Any]) -> int:
+            # The index stores each chunk's count in the index model's own tokenizer; recount only
+            # when the caller names another tokenizer (or the count is missing).
+            stored = src.get("token_count")
+            if tokenizer is None and isinstance(stored, int):
+                return stored
+            return int(count(src.get("text", "")))
+
         relevant_ids = self._relevant_ids(ordered)
         cands = []
         for pos, h in enumerate(ordered):
@@ -410,7 +418,7 @@ class SearchClient:
             # Score for ordering: rank-derived so selection walks the final order.
             cands.append(Candidate(
                 chunk_id=h.chunk_id, doc_id=h.source.get("doc_id", ""), text=h.source.get("text", ""),
-                tokens=int(count(h.source.get("text", ""))), score=float(len(ordered) - pos),
+                tokens=cost(h.source), score=float(len(ordered) - pos),
                 kind=h.source.get("kind", "text"), embedding=tuple(vec) if vec else None,
                 section_id=h.source.get("section_id"),
             ))
@@ -493,6 +501,22 @@ class SearchClient:
                                 dimension=meta.get("dimension"), last_ingest_at=last, age_seconds=age),
             timings_ms={k: round(v, 2) for k, v in timings.items()}, notes=notes,
         )
+
+
+def _cosines(qvec: Any, vectors: Sequence[Sequence[float] | None]) -> list[float]:
+    """Cosine of the (normalised) question vector with each stored (normalised) vector; 0 when absent."""
+    import numpy as np
+
+    out = [0.0] * len(vectors)
+    if qvec is None:
+        return out
+    q = np.asarray(qvec, dtype=np.float32)
+    rows = [i for i, v in enumerate(vectors) if v and len(v) == len(q)]
+    if rows:
+        m = np.asarray([vectors[i] for i in rows], dtype=np.float32)
+        for i, c in zip(rows, (m @ q).tolist()):
+            out[i] = float(c)
+    return out
 
 
 def evidence_order(hits: Sequence[Hit]) -> list[Hit]:
