@@ -22,7 +22,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -92,27 +91,16 @@ def fresh_alias(model: str, created: list[Settings]) -> Settings:
 
 # ------------------------------------------------------------------ machine info
 def machine_info(settings: Settings) -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
-        ram = f"{kb / 1024 / 1024:.1f} GiB"
-    except (OSError, AttributeError):
-        pass
+    from osrag.eval import machine_info as host
+
+    m = host()
     info = Admin(settings).cluster.info()
     return {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(os.cpu_count()),
-        "cpu": cpu,
-        "ram": ram,
-        "python": platform.python_version(),
+        "nproc": str(m["cores"]),
+        "cpu": m["cpu"] or "unknown",
+        "ram": m["memory"] or "unknown",
+        "python": m["python"],
         "opensearch": f"{info['version']['number']} ({info['version'].get('distribution', 'opensearch')})",
     }
 

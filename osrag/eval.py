@@ -355,7 +355,7 @@ def machine_info() -> dict[str, Any]:
     mem = ""
     try:
         kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
-        mem = f"{kb / 1024 / 1024:.0f} GiB"
+        mem = f"{kb / 1024 / 1024:.1f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "python": platform.python_version()}
