@@ -22,8 +22,8 @@ Rules of :func:`select`, in the order they apply:
    has relative score 1. Irrelevant candidates are only counted.
 3. **Duplicates are never charged.** Each relevant candidate is compared with
    the already selected ones: by embedding cosine (``>= dup_cosine``) when both
-   carry embeddings, otherwise by word 3-shingle containment
-   (``>= dup_overlap``, see :func:`shingle_overlap`). A duplicate is reported
+   carry embeddings, or by word 3-shingle containment (``>= dup_overlap``, see
+   :func:`shingle_overlap`); either one suffices. A duplicate is reported
    with the selected chunk it repeats (the best-ranked one) and costs nothing.
 4. **Whole units only.** A text is never truncated; a unit that does not fit is
    skipped and the walk goes on with the next ones (greedy knapsack). It is
@@ -288,10 +288,11 @@ class _Walk:
         ui = self._unit(i)
         for j in sorted(self.selected, key=self.position.__getitem__):
             uj = self._unit(j)
-            if ui is not None and uj is not None:
-                if float(np.dot(ui, uj)) >= self.cfg.dup_cosine:
-                    return self.cands[j].chunk_id
-            elif _containment(self._words(i), self._words(j)) >= self.cfg.dup_overlap:
+            # Either signal suffices: the same text can sit under different vectors (another
+            # model, a changed breadcrumb), and different wording can embed alike.
+            if ui is not None and uj is not None and float(np.dot(ui, uj)) >= self.cfg.dup_cosine:
+                return self.cands[j].chunk_id
+            if _containment(self._words(i), self._words(j)) >= self.cfg.dup_overlap:
                 return self.cands[j].chunk_id
         return None
 

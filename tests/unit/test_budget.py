@@ -435,3 +435,13 @@ def test_cosine() -> None:
     assert cosine((0.0, 0.0), (1.0, 0.0)) == 0.0
     with pytest.raises(ValueError):
         cosine((1.0,), (1.0, 0.0))
+
+
+def test_same_text_is_a_duplicate_even_when_the_vectors_differ() -> None:
+    text = "промокод TEA15 действует только на чай и не действует на лампы и посуду"
+    a = cand("a", 20, 2.0, text=text, emb=(1.0, 0.0))
+    b = cand("b", 20, 1.0, text=text, emb=(0.0, 1.0))  # orthogonal vectors, same words
+    sel = select([a, b], 1000)
+    assert ids(sel.selected) == ["a"]
+    assert [(d.candidate.chunk_id, d.duplicate_of) for d in sel.duplicates] == [("b", "a")]
+    assert sel.spent == 20
