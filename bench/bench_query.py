@@ -29,11 +29,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import hashlib
 import json
-import os
-import platform
 import re
 import shutil
 import statistics
@@ -349,29 +346,9 @@ def pct(xs: Sequence[float], p: float) -> float:
 
 
 def machine_info(settings: Settings) -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
-        ram = f"{kb / 1024 / 1024:.1f} GiB"
-    except (OSError, AttributeError):
-        pass
-    info = Admin(settings).cluster.info()
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(os.cpu_count()),
-        "cpu": cpu,
-        "ram": ram,
-        "python": platform.python_version(),
-        "opensearch": f"{info['version']['number']} ({info['version'].get('distribution', 'opensearch')})",
-    }
+    from bench_ingest import machine_info as shared
+
+    return shared(settings)
 
 
 def loadavg() -> str:

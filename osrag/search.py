@@ -13,6 +13,7 @@ queries, which do not parse query syntax.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -156,6 +157,7 @@ _GATE_STOP = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     w = word.lower().replace("ё", "е")
     if any(ch.isdigit() for ch in w) or re.search(r"[a-z]", w):
