@@ -130,17 +130,22 @@ def lexical_text(question: str, max_tokens: int = MAX_LEXICAL_TOKENS) -> str:
     return " ".join(kept)
 
 
-def knn_head(vector: Sequence[float], k: int, filters: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"knn": {"embedding": {"vector": [float(x) for x in vector], "k": k,
-                                  "filter": {"bool": {"filter": filters}}}}}
+def knn_head(vector: Sequence[float], k: int, filters: list[dict[str, Any]],
+             ef_search: int | None = None) -> dict[str, Any]:
+    """The kNN head; ``ef_search`` (never below k) widens the HNSW search per query."""
+    head: dict[str, Any] = {"vector": [float(x) for x in vector], "k": k, "filter": {"bool": {"filter": filters}}}
+    if ef_search:
+        head["method_parameters"] = {"ef_search": max(int(ef_search), k)}
+    return {"knn": {"embedding": head}}
 
 
-def hybrid_body(question: str, vector: Sequence[float], depth: int, filters: list[dict[str, Any]]) -> dict[str, Any]:
+def hybrid_body(question: str, vector: Sequence[float], depth: int, filters: list[dict[str, Any]],
+                ef_search: int | None = None) -> dict[str, Any]:
     return {
         "size": depth,
         "query": {
             "hybrid": {
-                "queries": [bm25_head(question, filters), knn_head(vector, depth, filters)],
+                "queries": [bm25_head(question, filters), knn_head(vector, depth, filters, ef_search)],
                 "pagination_depth": depth,
             }
         },
@@ -289,10 +294,11 @@ class SearchClient:
             timings["embed_query"] = (time.perf_counter() - t0) * 1000
         lexical = lexical_text(question)
         if mode == "hybrid":
-            body = hybrid_body(lexical, vector, depth, flt)
+            body = hybrid_body(lexical, vector, depth, flt, self.s.hnsw_ef_search)
             params["search_pipeline"] = pipeline or self.admin.pipeline_name(self.s.fusion)
         elif mode == "knn":
-            body = {"size": depth, "query": knn_head(vector, depth, flt), "_source": {"excludes": ["body"]}}
+            body = {"size": depth, "query": knn_head(vector, depth, flt, self.s.hnsw_ef_search),
+                    "_source": {"excludes": ["body"]}}
         else:
             body = {"size": depth, "query": bm25_head(lexical, flt, "text.std" if mode == "bm25-std" else "text"),
                     "_source": {"excludes": ["body"]}}
