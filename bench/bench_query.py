@@ -423,8 +423,9 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
         "texts differing only in numbers would be with a real encoder). Copy 0 is the golden corpus verbatim "
         "with its real embeddings, so every size contains the true answers. Written with `streaming_bulk` "
         "(refresh disabled during the bulk), then refreshed and **force-merged to 1 segment**, so segment "
-        "count does not differ across sizes. One shard, no replica, HNSW m=16, ef_construction=128, "
-        "ef_search=100 (lucene engine), all from the osrag template.",
+        "count does not differ across sizes. One shard, no replica, HNSW "
+        f"m={Settings().hnsw_m}, ef_construction={Settings().hnsw_ef_construction} (lucene engine), and "
+        f"ef_search={Settings().hnsw_ef_search} per query, all from the osrag defaults.",
         "",
         "| alias | chunks | store size | segments | build s (bulk + refresh + force-merge) | of which force-merge s |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
