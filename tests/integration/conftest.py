@@ -112,6 +112,19 @@ def drop_alias(client: Any, alias: str) -> None:
 
 
 @pytest.fixture
+def admin(settings: Settings) -> Iterator[Any]:
+    """Templates, pipelines and the first index installed for this test's alias; removed after."""
+    from osrag.admin import Admin
+
+    adm = Admin(settings)
+    try:
+        adm.install()
+        yield adm
+    finally:
+        drop_alias(adm.cluster.client, settings.alias)
+
+
+@pytest.fixture
 def os_client(opensearch_url: str):  # noqa: ANN201 - opensearchpy.OpenSearch
     from osrag.connection import make_client
 

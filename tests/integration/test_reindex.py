@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +55,6 @@ QUERIES = (
 
 # ------------------------------------------------------------------ fixtures and helpers
 
-
-
-@pytest.fixture
-def admin(settings: Settings) -> Iterator[Admin]:
-    adm = Admin(settings)
-    try:
-        adm.install()
-        yield adm
-    finally:
-        drop_alias(adm.cluster.client, settings.alias)
 
 
 def make_corpus(dst: Path, names: Sequence[str], copies: int = 1) -> Path:

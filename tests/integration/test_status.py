@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from osrag import templates
 from osrag.admin import PIPELINES, Admin, status
 from osrag.indexing import Ingester
 from osrag.settings import Settings
-from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +25,6 @@ DOCS = ("account-registration", "promo-tea15", "faq-lamps", "delivery-pickup")
 KEYS = {"cluster", "alias", "index", "drift", "template_version", "embedding_model", "dimension", "documents",
         "chunks", "last_ingest_at", "last_ingest_age_s", "previous_index", "reindex_lock", "pipelines", "fusion"}
 
-
-
-@pytest.fixture
-def admin(settings: Settings) -> Iterator[Admin]:
-    """Installed, nothing ingested."""
-    adm = Admin(settings)
-    try:
-        adm.install()
-        yield adm
-    finally:
-        drop_alias(adm.cluster.client, settings.alias)
 
 
 @pytest.fixture
