@@ -40,7 +40,8 @@ from typing import Any
 from osrag.admin import Admin, embedder_for, require_same_model, utcnow
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.embedding import Embedder
-from osrag.errors import BulkIndexError, ConfigError, DocumentError, IndexStateError
+from osrag.connection import translate_errors
+from osrag.errors import ConfigError, DocumentError, IndexStateError
 from osrag.settings import Settings
 
 SUFFIXES = (".md", ".markdown", ".txt")
@@ -399,7 +400,7 @@ class Ingester:
 
         failed: dict[str, str] = {}
         items: list[dict[str, Any]] = []
-        with self.cluster_errors():
+        with translate_errors(self.s.url, "bulk write"):
             for ok, item in streaming_bulk(
                 self.cluster.client, actions(), chunk_size=self.s.bulk_chunk_size, max_retries=5,
                 initial_backoff=1, max_backoff=30, raise_on_error=False, raise_on_exception=False,
@@ -414,11 +415,6 @@ class Ingester:
                 failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {reason}")
         report.failed_items.extend(items)
         return failed
-
-    def cluster_errors(self) -> Any:
-        from osrag.connection import translate_errors
-
-        return translate_errors(self.s.url, "bulk write")
 
 
 def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
@@ -482,4 +478,4 @@ def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) 
         progress(path, outcome)
 
 
-__all__ = ["Ingester", "IngestReport", "read_document", "find_files", "visibility_filter", "BulkIndexError"]
+__all__ = ["Ingester", "IngestReport", "read_document", "find_files", "visibility_filter"]

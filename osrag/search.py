@@ -267,12 +267,6 @@ class SearchClient:
             self._embedder = embedder_for(self.s, meta=meta)
         return self._embedder
 
-    @property
-    def reranker(self) -> Reranker | None:
-        if self._reranker is None and self.s.rerank:
-            self._reranker = Reranker(self.s.reranker_model, self.s.device, self.s.rerank_batch_size)
-        return self._reranker if self.s.rerank or self._reranker is not None else None
-
     # -- retrieval
     def retrieve(self, question: str, *, mode: str = "hybrid", depth: int | None = None,
                  filters: Mapping[str, Any] | None = None, pipeline: str | None = None) -> Retrieval:
