@@ -56,7 +56,9 @@ def make_corpus(target: Path, copies: int) -> int:
             text = src.read_text(encoding="utf-8")
             if k:
                 text = _DOC_ID.sub(lambda m, k=k: f"doc_id: {m.group(1).strip()}-copy{k}", text, count=1)
-                text = text.rstrip("\n") + f"\n\nРедакция копии № {k}: текст дополнен для нагрузочного теста.\n"
+                text = (
+                    text.rstrip("\n") + f"\n\nРедакция копии № {k}: текст дополнен для нагрузочного теста.\n"
+                )
             out = target / f"copy{k:03d}" / src.name
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text, encoding="utf-8")
@@ -78,8 +80,9 @@ def cleanup(settings: Settings) -> None:
     client.indices.delete_index_template(name=admin.template_name, ignore=[404])
     client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=[404])
     for variant in PIPELINES:
-        client.transport.perform_request("DELETE", f"/_search/pipeline/{admin.pipeline_name(variant)}",
-                                         params={"ignore": 404})
+        client.transport.perform_request(
+            "DELETE", f"/_search/pipeline/{admin.pipeline_name(variant)}", params={"ignore": 404}
+        )
 
 
 def fresh_alias(model: str, created: list[Settings]) -> Settings:
@@ -113,15 +116,25 @@ def child_ingest(corpus: str, alias: str, model: str) -> None:
     seconds = time.perf_counter() - t0
     status = Path("/proc/self/status").read_text()
     hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
-    print(json.dumps({"vmhwm_kb": hwm, "documents": report.documents, "chunks": report.chunks,
-                      "failed": len(report.failed), "seconds": seconds}))
+    print(
+        json.dumps(
+            {
+                "vmhwm_kb": hwm,
+                "documents": report.documents,
+                "chunks": report.chunks,
+                "failed": len(report.failed),
+                "seconds": seconds,
+            }
+        )
+    )
 
 
 def measure_child(corpus: Path, model: str, created: list[Settings]) -> dict[str, Any]:
     s = fresh_alias(model, created)
     proc = subprocess.Popen(
         [sys.executable, __file__, "--child-ingest", str(corpus), "--alias", s.alias, "--model", model],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     out = proc.stdout.read()
@@ -149,8 +162,9 @@ def run(scale: int, reps: int, model: str) -> str:
         info = machine_info(probe)
         ingester = Ingester(probe)
         emb = ingester._prepare_target()[1]
-        cfg = ChunkingConfig(max_tokens=probe.chunk_max_tokens, min_tokens=probe.chunk_min_tokens,
-                             overlap=probe.chunk_overlap)
+        cfg = ChunkingConfig(
+            max_tokens=probe.chunk_max_tokens, min_tokens=probe.chunk_min_tokens, overlap=probe.chunk_overlap
+        )
         texts: list[str] = []
         tokens = 0
         for path, root in find_files([sample]):
@@ -245,7 +259,9 @@ def run(scale: int, reps: int, model: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=1, help="copies of golden/corpus in the sample (default 1)")
-    ap.add_argument("--reps", type=int, default=3, help="alternating repetitions of raw and whole (default 3)")
+    ap.add_argument(
+        "--reps", type=int, default=3, help="alternating repetitions of raw and whole (default 3)"
+    )
     ap.add_argument("--model", default="navec:news-300d", help="embedding model (default navec:news-300d)")
     ap.add_argument("--out", type=Path, default=RESULTS, help=f"Markdown result file (default {RESULTS})")
     ap.add_argument("--child-ingest", help=argparse.SUPPRESS)

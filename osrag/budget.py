@@ -380,9 +380,7 @@ def select(
     reserve = math.floor(cfg.reserve_fraction * budget_tokens)
     large_limit = cfg.large_unit_fraction * budget_tokens
     protected = (
-        {i for i in relevant[: cfg.essential_rank] if cands[i].tokens > large_limit}
-        if reserve > 0
-        else set()
+        {i for i in relevant[: cfg.essential_rank] if cands[i].tokens > large_limit} if reserve > 0 else set()
     )
     walk = _Walk(
         cands=cands,

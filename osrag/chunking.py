@@ -115,9 +115,7 @@ class ChunkingConfig:
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if not 0 <= self.min_tokens <= self.max_tokens:
-            raise ValueError(
-                f"min_tokens must be within 0..max_tokens, got {self.min_tokens}"
-            )
+            raise ValueError(f"min_tokens must be within 0..max_tokens, got {self.min_tokens}")
         if not 0.0 <= self.overlap < 0.5:
             raise ValueError(f"overlap must be within [0, 0.5), got {self.overlap}")
 
@@ -229,11 +227,7 @@ def _is_table_sep(t: str) -> bool:
 
 
 def _is_table_start(lines: Sequence[_Line], k: int) -> bool:
-    return (
-        k + 1 < len(lines)
-        and "|" in lines[k].text
-        and _is_table_sep(lines[k + 1].text)
-    )
+    return k + 1 < len(lines) and "|" in lines[k].text and _is_table_sep(lines[k + 1].text)
 
 
 def _starts_block(lines: Sequence[_Line], k: int) -> bool:
@@ -292,9 +286,7 @@ def _footnote_end(lines: Sequence[_Line], i: int) -> int:
     return last
 
 
-def _make_block(
-    lines: Sequence[_Line], kind: str, i: int, j: int, level: int = 0, label: str = ""
-) -> _Block:
+def _make_block(lines: Sequence[_Line], kind: str, i: int, j: int, level: int = 0, label: str = "") -> _Block:
     return _Block(kind, i, j, _content_start(lines[i]), _content_end(lines[j]), level, label)
 
 
@@ -361,9 +353,7 @@ def _parse(doc: Document) -> _Parsed:
     heading: list[int] = []
     first = heads[0] if heads else len(blocks)
     if first > 0:
-        sections.append(
-            Section(f"{doc.doc_id}#root", (), 0, blocks[0].start, blocks[first - 1].end, None)
-        )
+        sections.append(Section(f"{doc.doc_id}#root", (), 0, blocks[0].start, blocks[first - 1].end, None))
         own.append(tuple(range(first)))
         heading.append(-1)
     stack: list[tuple[int, str, tuple[str, ...]]] = []
@@ -375,9 +365,7 @@ def _parse(doc: Document) -> _Parsed:
         path = (stack[-1][2] if stack else ()) + (b.label,)
         stop = next((h for h in heads[n + 1 :] if blocks[h].level <= b.level), len(blocks))
         sid = f"{doc.doc_id}#{n}"
-        sections.append(
-            Section(sid, path, b.level, lines[b.first].start, blocks[stop - 1].end, parent)
-        )
+        sections.append(Section(sid, path, b.level, lines[b.first].start, blocks[stop - 1].end, parent))
         nxt = heads[n + 1] if n + 1 < len(heads) else len(blocks)
         own.append(tuple(range(bi + 1, nxt)))
         heading.append(bi)
@@ -419,7 +407,7 @@ _ABBREVIATIONS = frozenset(
 def _is_sentence_break(seg: str, m: re.Match[str], after: int) -> bool:
     if seg[after].islower():
         return False  # "... т. е. так", "2024 г. в ..." : a sentence starts upper-case
-    if m.group().rstrip("»\"”’)]") != ".":
+    if m.group().rstrip('»"”’)]') != ".":
         return True
     k = m.start()
     while k > 0 and not seg[k - 1].isspace():
@@ -469,9 +457,7 @@ def _line_spans(text: str, s: int, e: int) -> list[tuple[int, int]]:
     return out
 
 
-def _group_words(
-    text: str, s: int, e: int, fits: Callable[[str], bool]
-) -> list[tuple[int, int]]:
+def _group_words(text: str, s: int, e: int, fits: Callable[[str], bool]) -> list[tuple[int, int]]:
     """Greedy word runs that fit; a word that alone does not fit stays whole."""
     words = [(m.start(), m.end()) for m in _WORD_RE.finditer(text, s, e)]
     out: list[tuple[int, int]] = []
@@ -681,7 +667,7 @@ def _table_pieces(
     cur: tuple[int, int] | None = None
     for r in rows:
         s, e = L[r].start, _content_end(L[r])
-        if cur is not None and frame.fits(f"{header}\n{text[cur[0]:e]}"):
+        if cur is not None and frame.fits(f"{header}\n{text[cur[0] : e]}"):
             cur = (cur[0], e)
             continue
         if cur is not None:
@@ -760,9 +746,7 @@ def _list_items(lines: Sequence[_Line], block: _Block) -> tuple[_Item, ...]:
     return items(block.first, block.last)
 
 
-def _split_items(
-    env: _Env, frame: _Frame, items: Sequence[_Item], header: str
-) -> list[tuple[str, int, int]]:
+def _split_items(env: _Env, frame: _Frame, items: Sequence[_Item], header: str) -> list[tuple[str, int, int]]:
     """Pack items greedily between item boundaries, ``header`` on every piece."""
     text = env.text
     out: list[tuple[str, int, int]] = []
@@ -786,9 +770,7 @@ def _split_items(
     return out
 
 
-def _split_big_item(
-    env: _Env, frame: _Frame, it: _Item, header: str
-) -> list[tuple[str, int, int]]:
+def _split_big_item(env: _Env, frame: _Frame, it: _Item, header: str) -> list[tuple[str, int, int]]:
     """An item that alone is too long: its sub-items go under a repeated
     parent line; an item without sub-items falls back to sentences/words."""
     text = env.text
@@ -828,9 +810,7 @@ def _list_pieces(
         return [_Piece(whole, lead, block.end, "list", bi)]
     header = text[intro[0] : intro[1]] if intro else ""
     raw = _split_items(env, frame, _list_items(env.lines, block), header)
-    pieces = [
-        _Piece(body, _content_start_at(text, s), e, "list", bi) for body, s, e in raw
-    ]
+    pieces = [_Piece(body, _content_start_at(text, s), e, "list", bi) for body, s, e in raw]
     if pieces:
         pieces[0] = _Piece(pieces[0].body, lead, pieces[0].end, "list", bi)
     return pieces
@@ -1069,9 +1049,7 @@ def _ends_with_colon(s: str) -> bool:
     return s.rstrip().rstrip("*_").rstrip().endswith((":", "："))
 
 
-def _intro_span(
-    env: _Env, frame: _Frame, para: _Block, kind: str
-) -> tuple[int, int] | None:
+def _intro_span(env: _Env, frame: _Frame, para: _Block, kind: str) -> tuple[int, int] | None:
     """The lead-in / caption that must travel with a following structure.
 
     Short enough (<= 1/3 of the body budget) to be repeated in every piece;
@@ -1094,9 +1072,7 @@ def _intro_span(
 _StructBuilder = Callable[[_Env, _Frame, _Block, "tuple[int, int] | None", int], list[_Piece]]
 
 
-def _section_pieces(
-    env: _Env, frame: _Frame, blocks: Sequence[tuple[int, _Block]]
-) -> list[_Piece]:
+def _section_pieces(env: _Env, frame: _Frame, blocks: Sequence[tuple[int, _Block]]) -> list[_Piece]:
     """Blocks of one section -> pieces, lead-ins/captions attached to the
     structure they introduce."""
     text = env.text
@@ -1255,9 +1231,7 @@ def _merge_tiny_sections(env: _Env, parsed: _Parsed, groups: list[_Group]) -> li
             p = by_id[p].parent_id
         return False
 
-    heading_of = {
-        s.section_id: parsed.heading[n] for n, s in enumerate(parsed.sections)
-    }
+    heading_of = {s.section_id: parsed.heading[n] for n, s in enumerate(parsed.sections)}
     out = list(groups)
     for idx in range(len(out)):
         g = out[idx]
@@ -1371,9 +1345,7 @@ def chunk_markdown(
     if not doc.text.strip():
         return []
     parsed = _parse(doc)
-    notes, moved = _movable_notes(
-        doc.text, parsed.blocks, max(1, config.max_tokens // 3), count
-    )
+    notes, moved = _movable_notes(doc.text, parsed.blocks, max(1, config.max_tokens // 3), count)
     env = _Env(doc.text, parsed.lines, config, count, notes)
     groups: list[_Group] = []
     for sec, own in zip(parsed.sections, parsed.own):
@@ -1386,11 +1358,7 @@ def chunk_markdown(
     return _emit(
         doc,
         env,
-        [
-            (d, g.frame, g.path, g.section.section_id, g.section.parent_id)
-            for g in groups
-            for d in g.drafts
-        ],
+        [(d, g.frame, g.path, g.section.section_id, g.section.parent_id) for g in groups for d in g.drafts],
     )
 
 

@@ -92,7 +92,11 @@ def dev_status(as_json: bool) -> None:
 # ---------------------------------------------------------------------- install
 @cli.command()
 @click.option("--check", is_flag=True, help="Only report drift between files and cluster; exit 1 if any.")
-@click.option("--embedding-model", default=None, help="Model for a newly created index (default: OSRAG_EMBEDDING_MODEL).")
+@click.option(
+    "--embedding-model",
+    default=None,
+    help="Model for a newly created index (default: OSRAG_EMBEDDING_MODEL).",
+)
 def install(check: bool, embedding_model: str | None) -> None:
     """Install index templates and search pipelines; create the first index and alias."""
     from osrag.admin import Admin
@@ -117,7 +121,9 @@ def install(check: bool, embedding_model: str | None) -> None:
 
 @cli.command()
 @click.argument("text")
-@click.option("--analyzer", "analyzers", multiple=True, help="Analyzer(s) to show (default: all osrag analyzers).")
+@click.option(
+    "--analyzer", "analyzers", multiple=True, help="Analyzer(s) to show (default: all osrag analyzers)."
+)
 @click.option("--json", "as_json", is_flag=True)
 def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
     """Show the tokens the installed analyzers produce for TEXT."""
@@ -128,14 +134,18 @@ def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
         _echo_json(result)
         return
     for name, toks in result.items():
-        shown = " ".join(f"{t['token']}@{t['position']}" + (f"+{t['length']}" if "length" in t else "") for t in toks)
+        shown = " ".join(
+            f"{t['token']}@{t['position']}" + (f"+{t['length']}" if "length" in t else "") for t in toks
+        )
         click.echo(f"{name:>10}: {shown}")
 
 
 # ----------------------------------------------------------------------- ingest
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--strategy", type=click.Choice(["markdown", "text", "fixed"]), default="markdown", show_default=True)
+@click.option(
+    "--strategy", type=click.Choice(["markdown", "text", "fixed"]), default="markdown", show_default=True
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def ingest(paths: tuple[str, ...], strategy: str, as_json: bool) -> None:
     """Chunk, embed and index files or directories (.md, .txt)."""
@@ -181,18 +191,29 @@ def _parse_filter_options(items: tuple[str, ...]) -> dict[str, Any]:
 @cli.command()
 @click.argument("question")
 @click.option("--budget", type=int, default=None, help="Token budget (default: OSRAG_BUDGET_TOKENS).")
-@click.option("--filter", "filters", multiple=True, help="key=value, e.g. category=promo, include_archived=true.")
+@click.option(
+    "--filter", "filters", multiple=True, help="key=value, e.g. category=promo, include_archived=true."
+)
 @click.option("--depth", type=int, default=None, help="Candidate depth for the hybrid query.")
 @click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder.")
 @click.option("--json", "as_json", is_flag=True)
-def search(question: str, budget: int | None, filters: tuple[str, ...], depth: int | None, no_rerank: bool,
-           as_json: bool) -> None:
+def search(
+    question: str,
+    budget: int | None,
+    filters: tuple[str, ...],
+    depth: int | None,
+    no_rerank: bool,
+    as_json: bool,
+) -> None:
     """Answer QUESTION with the minimal material that fits the token budget."""
     from osrag.envelope import render_text
     from osrag.search import SearchClient
 
     env = SearchClient(_settings()).search(
-        question, budget_tokens=budget, filters=_parse_filter_options(filters), depth=depth,
+        question,
+        budget_tokens=budget,
+        filters=_parse_filter_options(filters),
+        depth=depth,
         rerank=False if no_rerank else None,
     )
     if as_json:
@@ -222,11 +243,17 @@ def section(section_id: str, as_json: bool) -> None:
 
 # ------------------------------------------------------------------------ admin
 @cli.command()
-@click.option("--embedding-model", default=None,
-              help="Move the corpus to this model (default: OSRAG_EMBEDDING_MODEL, else the index's own).")
+@click.option(
+    "--embedding-model",
+    default=None,
+    help="Move the corpus to this model (default: OSRAG_EMBEDDING_MODEL, else the index's own).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
-@click.option("--abort", is_flag=True,
-              help="Drop the half-built index of a reindex that no longer runs and release its lock.")
+@click.option(
+    "--abort",
+    is_flag=True,
+    help="Drop the half-built index of a reindex that no longer runs and release its lock.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bool) -> None:
     """Build a new index from the current template, verify it, switch the alias atomically."""
@@ -244,8 +271,10 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
         elif released is None:
             click.echo(f"no reindex lock on {r.admin.require_index()}: nothing to abort")
         else:
-            click.echo(f"aborted the reindex into {released.get('target')}: its index is deleted and the lock "
-                       "released; ingest works again")
+            click.echo(
+                f"aborted the reindex into {released.get('target')}: its index is deleted and the lock "
+                "released; ingest works again"
+            )
         return
     if dry_run:
         plan = r.plan(embedding_model)
@@ -253,17 +282,23 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
             _echo_json(plan.as_dict())
             return
         click.echo(f"alias {plan.alias}: {plan.source} ({plan.source_model}, dim {plan.source_dimension})")
-        click.echo(f"  -> new index from template v{__import__('osrag.templates').templates.TEMPLATE_VERSION} "
-                   f"with {plan.target_model} (dim {plan.target_dimension})")
+        click.echo(
+            f"  -> new index from template v{__import__('osrag.templates').templates.TEMPLATE_VERSION} "
+            f"with {plan.target_model} (dim {plan.target_dimension})"
+        )
         click.echo(f"  method: {plan.method}; {plan.documents} documents, {plan.chunks} chunks to copy")
         if plan.stale_target and plan.lock_state == "live":
             click.echo(f"  a reindex into {plan.stale_target} is still running: a run now would be refused")
         elif plan.stale_target and plan.lock_state == "unknown":
-            click.echo(f"  a reindex on another host holds the lock (into {plan.stale_target}): a run now would be "
-                       "refused; `osrag reindex --abort` if it no longer runs")
+            click.echo(
+                f"  a reindex on another host holds the lock (into {plan.stale_target}): a run now would be "
+                "refused; `osrag reindex --abort` if it no longer runs"
+            )
         elif plan.stale_target:
             click.echo(f"  a killed earlier run left {plan.stale_target}: it will be deleted")
-        click.echo("  then: verify counts and sample queries, switch the alias in one request, keep the old index")
+        click.echo(
+            "  then: verify counts and sample queries, switch the alias in one request, keep the old index"
+        )
         return
     bar = tqdm(unit="chunk", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
 
@@ -277,8 +312,10 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
     if as_json:
         _echo_json(plan.as_dict())
     else:
-        click.echo(f"alias {plan.alias} now -> {plan.target} ({plan.method}, {plan.chunks} chunks); "
-                   f"previous {plan.source} kept for `osrag rollback`")
+        click.echo(
+            f"alias {plan.alias} now -> {plan.target} ({plan.method}, {plan.chunks} chunks); "
+            f"previous {plan.source} kept for `osrag rollback`"
+        )
 
 
 @cli.command()
@@ -292,7 +329,9 @@ def rollback() -> None:
 
 
 @cli.command()
-@click.option("--keep", type=int, default=1, show_default=True, help="Old indices to keep besides the live one.")
+@click.option(
+    "--keep", type=int, default=1, show_default=True, help="Old indices to keep besides the live one."
+)
 def cleanup(keep: int) -> None:
     """Delete old indices of the alias; never the one it points to."""
     from osrag.admin import Reindexer
@@ -312,15 +351,19 @@ def status(as_json: bool) -> None:
         _echo_json(st)
         return
     c = st["cluster"]
-    click.echo(f"cluster: OpenSearch {c['version']} at {c['url']} · {c['health']} · plugins: {', '.join(c['plugins'])}")
+    click.echo(
+        f"cluster: OpenSearch {c['version']} at {c['url']} · {c['health']} · plugins: {', '.join(c['plugins'])}"
+    )
     if not st["index"]:
         click.echo(f"alias {st['alias']}: no index (run `osrag install`)")
     else:
         age = st["last_ingest_age_s"]
         click.echo(f"alias {st['alias']} -> {st['index']}")
         click.echo(f"model: {st['embedding_model']} (dim {st['dimension']}) · fusion: {st['fusion']}")
-        click.echo(f"documents: {st['documents']} · chunks: {st['chunks']} · last ingest: "
-                   f"{st['last_ingest_at'] or 'never'}" + (f" ({age / 3600:.1f} h ago)" if age is not None else ""))
+        click.echo(
+            f"documents: {st['documents']} · chunks: {st['chunks']} · last ingest: "
+            f"{st['last_ingest_at'] or 'never'}" + (f" ({age / 3600:.1f} h ago)" if age is not None else "")
+        )
         if st["previous_index"]:
             click.echo(f"previous index (rollback): {st['previous_index']}")
         if st["reindex_lock"]:
@@ -338,8 +381,12 @@ DEMO_QUESTION = "можно ли вернуть открытую пачку ча
 
 @cli.command()
 @click.option("--question", default=DEMO_QUESTION, show_default=True)
-@click.option("--corpus", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Documents to ingest (default: the golden sample corpus).")
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Documents to ingest (default: the golden sample corpus).",
+)
 @click.option("--budget", type=int, default=600, show_default=True)
 def demo(question: str, corpus: str | None, budget: int) -> None:
     """The main job end to end on the local default: node, templates, ingest, a Russian question.
@@ -367,8 +414,10 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
     path = Path(corpus) if corpus else REPO_ROOT / "golden" / "corpus"
     report = Ingester(s, admin=admin).ingest([path])
-    say(f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
-        f"{report.chunks} chunks")
+    say(
+        f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
+        f"{report.chunks} chunks"
+    )
     env = SearchClient(s).search(question, budget_tokens=budget)
     click.echo(f"\nВопрос: {question}\n")
     click.echo(render_text(env))
@@ -377,25 +426,46 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
 # ------------------------------------------------------------------------- eval
 @cli.command("eval")
 @click.argument("golden", type=click.Path(exists=True, dir_okay=False), default="golden/golden.jsonl")
-@click.option("--corpus", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Corpus directory (default: corpus/ beside the golden file).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Where to write results.json, REPORT.md and the PNG (default: report/ beside the golden file).")
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Corpus directory (default: corpus/ beside the golden file).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where to write results.json, REPORT.md and the PNG (default: report/ beside the golden file).",
+)
 @click.option("--budget", type=int, default=1000, show_default=True)
 @click.option("--depth", type=int, default=40, show_default=True)
 @click.option("--limit", type=int, default=None, help="Only the first N questions (smoke runs).")
 @click.option("--json", "as_json", is_flag=True)
-def eval_cmd(golden: str, corpus: str | None, out_dir: str | None, budget: int, depth: int, limit: int | None,
-             as_json: bool) -> None:
+def eval_cmd(
+    golden: str,
+    corpus: str | None,
+    out_dir: str | None,
+    budget: int,
+    depth: int,
+    limit: int | None,
+    as_json: bool,
+) -> None:
     """Run the golden-set evaluation: configurations side by side, one table."""
     from pathlib import Path
 
     from osrag import eval as ev
 
     gp = Path(golden)
-    cfg = ev.EvalConfig(golden=gp, corpus=Path(corpus) if corpus else gp.parent / "corpus",
-                        out_dir=Path(out_dir) if out_dir else gp.parent / "report", budget=budget, depth=depth,
-                        limit=limit)
+    cfg = ev.EvalConfig(
+        golden=gp,
+        corpus=Path(corpus) if corpus else gp.parent / "corpus",
+        out_dir=Path(out_dir) if out_dir else gp.parent / "report",
+        budget=budget,
+        depth=depth,
+        limit=limit,
+    )
     report = ev.run(_settings(), cfg, log=lambda m: click.echo(f"eval: {m}", err=True))
     if as_json:
         _echo_json(report)

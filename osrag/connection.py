@@ -101,4 +101,3 @@ class Cluster:
 
     def plugins(self) -> list[dict[str, Any]]:
         return self.call("cat plugins", self.client.cat.plugins, format="json")
-

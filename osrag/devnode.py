@@ -138,7 +138,10 @@ class DevNode:
                 raise LauncherError(f"OSRAG_DEV_JAVA_HOME={jh} is not a JDK >= {MIN_JAVA}")
             return jh
         candidates = []
-        for base in (Path(os.environ.get("JAVA_HOME", "/nonexistent")), *sorted(Path("/usr/lib/jvm").glob("*"))):
+        for base in (
+            Path(os.environ.get("JAVA_HOME", "/nonexistent")),
+            *sorted(Path("/usr/lib/jvm").glob("*")),
+        ):
             major = _java_major(base)
             if major >= MIN_JAVA:
                 candidates.append((major, base))
@@ -160,9 +163,19 @@ class DevNode:
             if not path.exists():
                 self._log(f"fetching {art.coordinate} from Maven Central")
                 proc = subprocess.run(
-                    ["mvn", "-B", "-q", "dependency:get", f"-Dartifact={art.coordinate}",
-                     "-Dtransitive=false", f"-Dmaven.repo.local={self.m2}"],
-                    capture_output=True, text=True, env=env, timeout=900,
+                    [
+                        "mvn",
+                        "-B",
+                        "-q",
+                        "dependency:get",
+                        f"-Dartifact={art.coordinate}",
+                        "-Dtransitive=false",
+                        f"-Dmaven.repo.local={self.m2}",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=900,
                 )
                 if proc.returncode != 0 or not path.exists():
                     tail = _last_error_line(proc.stdout + proc.stderr)
@@ -191,15 +204,26 @@ class DevNode:
         for art in artifacts(self.version)[1:]:
             self._log(f"installing plugin {art.plugin_name}")
             proc = subprocess.run(
-                [str(self.install_dir / "bin" / "opensearch-plugin"), "install", "--batch",
-                 zips[art.artifact].as_uri()],
-                capture_output=True, text=True, env=env, timeout=600,
+                [
+                    str(self.install_dir / "bin" / "opensearch-plugin"),
+                    "install",
+                    "--batch",
+                    zips[art.artifact].as_uri(),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=600,
             )
             if proc.returncode != 0:
                 raise LauncherError(
                     f"installing plugin {art.plugin_name} failed: {_last_error_line(proc.stdout + proc.stderr)}"
                 )
-        marker.write_text(json.dumps({"version": self.version, "plugins": [a.plugin_name for a in artifacts(self.version)[1:]]}))
+        marker.write_text(
+            json.dumps(
+                {"version": self.version, "plugins": [a.plugin_name for a in artifacts(self.version)[1:]]}
+            )
+        )
         return self.install_dir
 
     # ---- process ----------------------------------------------------------------
@@ -235,7 +259,10 @@ class DevNode:
         for d in (self.data_dir, self.logs_dir):
             d.mkdir(parents=True, exist_ok=True)
         cmd = [
-            str(self.install_dir / "bin" / "opensearch"), "-d", "-p", str(self.pid_file),
+            str(self.install_dir / "bin" / "opensearch"),
+            "-d",
+            "-p",
+            str(self.pid_file),
             "-Ediscovery.type=single-node",
             "-Enetwork.host=127.0.0.1",
             f"-Ehttp.port={self.s.dev_port}",
@@ -249,7 +276,10 @@ class DevNode:
         ]
         if os.geteuid() == 0:
             _ensure_node_user()
-            subprocess.run(["chown", "-R", f"{NODE_USER}:{NODE_USER}", str(self.home / "node"), str(self.install_dir)], check=True)
+            subprocess.run(
+                ["chown", "-R", f"{NODE_USER}:{NODE_USER}", str(self.home / "node"), str(self.install_dir)],
+                check=True,
+            )
             self.home.chmod(0o755)
             cmd = ["runuser", "-u", NODE_USER, "--", *cmd]
         self._log(f"starting OpenSearch {self.version} on {self.url}")
@@ -257,8 +287,14 @@ class DevNode:
         # The daemon inherits our stdio: send it to a file, or a pipe would never close.
         start_log = self.logs_dir / "start.log"
         with open(start_log, "wb") as out:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                  env=self._env(), timeout=300)
+            proc = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                timeout=300,
+            )
         if proc.returncode != 0:
             text = start_log.read_text(errors="replace")
             raise LauncherError(f"OpenSearch did not start: {_last_error_line(text)} (logs: {self.logs_dir})")
@@ -268,7 +304,9 @@ class DevNode:
             if st.running and st.health in ("green", "yellow"):
                 return st
             if self.pid_file.exists() and self._pid() is None:
-                raise LauncherError(f"OpenSearch exited during start-up; see {self.logs_dir / 'osrag-dev.log'}")
+                raise LauncherError(
+                    f"OpenSearch exited during start-up; see {self.logs_dir / 'osrag-dev.log'}"
+                )
             time.sleep(1.0)
         raise LauncherError(f"OpenSearch did not become healthy within {wait_s:.0f}s; see {self.logs_dir}")
 
@@ -335,11 +373,22 @@ def _ensure_node_user() -> None:
         pwd.getpwnam(NODE_USER)
     except KeyError:
         proc = subprocess.run(
-            ["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", NODE_USER],
-            capture_output=True, text=True,
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                NODE_USER,
+            ],
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0 and "already exists" not in proc.stderr:
-            raise LauncherError(f"cannot create the user {NODE_USER} to run OpenSearch: {proc.stderr.strip()}")
+            raise LauncherError(
+                f"cannot create the user {NODE_USER} to run OpenSearch: {proc.stderr.strip()}"
+            )
 
 
 def _get_json(url: str, timeout: float = 2.0) -> object | None:

@@ -74,12 +74,16 @@ def _build_navec_static(variant: str, models_dir: Path) -> Path:
             except ImportError:  # 5.x
                 from sentence_transformers.models import StaticEmbedding
         except ImportError as exc:
-            raise ModelError(f"navec:{variant} needs natasha, navec and sentence-transformers: {exc}") from exc
+            raise ModelError(
+                f"navec:{variant} needs natasha, navec and sentence-transformers: {exc}"
+            ) from exc
         source = Path(natasha.__file__).parent / NAVEC_FILE
         try:
             navec = Navec.load(str(source))
         except Exception as exc:
-            raise ModelError(f"cannot read the navec vectors at {source}: {type(exc).__name__}: {exc}") from exc
+            raise ModelError(
+                f"cannot read the navec vectors at {source}: {type(exc).__name__}: {exc}"
+            ) from exc
         words = list(navec.vocab.words)
         weights = navec.pq.unpack().astype(np.float32)
         vocab: dict[str, int] = {}
@@ -156,7 +160,9 @@ def load_pretrained(cls: Any, name: str, device: str) -> Any:
         return cls(name, device=device, local_files_only=True)
     except Exception as local_exc:
         if not hub_reachable():
-            raise OSError(f"{name!r} is not in the local model cache and the model hub is unreachable") from local_exc
+            raise OSError(
+                f"{name!r} is not in the local model cache and the model hub is unreachable"
+            ) from local_exc
         return cls(name, device=device)
 
 
@@ -209,7 +215,10 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        getter = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         dim = getter()
         if not dim:
             dim = int(self.model.encode(["x"]).shape[1])

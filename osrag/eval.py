@@ -58,7 +58,9 @@ def load_golden(path: Path) -> list[GoldenQuestion]:
         try:
             row = json.loads(line)
             rel = tuple((r["doc_id"], r.get("section")) for r in row.get("relevant", []))
-            out.append(GoldenQuestion(row["id"], row["question"], row["type"], rel, dict(row.get("filters") or {})))
+            out.append(
+                GoldenQuestion(row["id"], row["question"], row["type"], rel, dict(row.get("filters") or {}))
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path}:{n}: bad golden line ({exc})") from exc
     return out
@@ -139,7 +141,9 @@ def topk_within_budget(hits: Sequence[Hit], budget: int, count: Callable[[str], 
     return out
 
 
-def delivery_metrics(delivered: Sequence[tuple[dict[str, Any], int]], rel: dict[str, tuple[str, int, int]]) -> dict[str, float]:
+def delivery_metrics(
+    delivered: Sequence[tuple[dict[str, Any], int]], rel: dict[str, tuple[str, int, int]]
+) -> dict[str, float]:
     keys = {judge(src, rel) for src, _ in delivered} - {None}
     tokens = sum(t for _, t in delivered)
     off = sum(t for src, t in delivered if judge(src, rel) is None)
@@ -168,7 +172,9 @@ def _settings_for(base: Settings, alias: str, **kw: Any) -> Settings:
     return base.model_copy(update={"alias": alias, **kw})
 
 
-def _prepare(base: Settings, alias: str, corpus: Path, strategy: str, log: Callable[[str], None], **kw: Any) -> Settings:
+def _prepare(
+    base: Settings, alias: str, corpus: Path, strategy: str, log: Callable[[str], None], **kw: Any
+) -> Settings:
     s = _settings_for(base, alias, **kw)
     if s.chunk_min_tokens >= s.chunk_max_tokens:
         s = s.model_copy(update={"chunk_min_tokens": s.chunk_max_tokens // 5})
@@ -195,22 +201,36 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
     common = {"embedding_model": model, "rerank": False}
     s_md = _prepare(base, f"{cfg.prefix}-md", cfg.corpus, "markdown", log, **common)
     s_fx = _prepare(base, f"{cfg.prefix}-fixed", cfg.corpus, "fixed", log, **common)
-    s_lt = _prepare(base, f"{cfg.prefix}-light", cfg.corpus, "markdown", log, stemmer="light_russian", **common)
+    s_lt = _prepare(
+        base, f"{cfg.prefix}-light", cfg.corpus, "markdown", log, stemmer="light_russian", **common
+    )
 
     # Extra fusion pipelines on the md alias: weighted RRF variants from the same JSON file.
     md_admin = Admin(s_md)
     # Every fusion variant gets its own pipeline from the same JSON files, so each row's label is
     # exactly what ran (the alias's own pipeline carries the shipped weights).
-    variants = [("rrf", (0.5, 0.5)), ("rrf", (0.9, 0.1)), ("rrf", (0.8, 0.2)), ("rrf", (0.7, 0.3)),
-                ("rrf", (0.3, 0.7)), ("minmax", (0.5, 0.5)), ("minmax", (0.9, 0.1))]
+    variants = [
+        ("rrf", (0.5, 0.5)),
+        ("rrf", (0.9, 0.1)),
+        ("rrf", (0.8, 0.2)),
+        ("rrf", (0.7, 0.3)),
+        ("rrf", (0.3, 0.7)),
+        ("minmax", (0.5, 0.5)),
+        ("minmax", (0.9, 0.1)),
+    ]
     from osrag import templates
 
     names: dict[tuple[str, tuple[float, float]], str] = {}
     for fusion, w in variants:
         name = f"{cfg.prefix}-{fusion}-{w[0]:g}-{w[1]:g}"
         body = templates.load_pipeline(PIPELINES[fusion], {**md_admin._params(), "weights": list(w)})
-        md_admin.cluster.call("put eval pipeline", md_admin.cluster.client.transport.perform_request, "PUT",
-                              f"/_search/pipeline/{name}", body=body)
+        md_admin.cluster.call(
+            "put eval pipeline",
+            md_admin.cluster.client.transport.perform_request,
+            "PUT",
+            f"/_search/pipeline/{name}",
+            body=body,
+        )
         names[(fusion, w)] = name
     shipped = f"{base.fusion} {'/'.join(f'{x:g}' for x in base.rrf_weights)}"
 
@@ -228,11 +248,27 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
     # Chunk size and overlap: the same hybrid query over indices chunked differently.
     for max_tokens, overlap in ((200, 0.12), (500, 0.12), (350, 0.0)):
         alias = f"{cfg.prefix}-md{max_tokens}-o{int(overlap * 100)}"
-        sx = _prepare(base, alias, cfg.corpus, "markdown", log, chunk_max_tokens=max_tokens, chunk_overlap=overlap,
-                      **common)
-        configs.append((f"headings {max_tokens} tok, overlap {overlap:.2f} · hybrid {shipped}", sx, "hybrid",
-                        Admin(sx).pipeline_name(base.fusion)))
-    configs.append((f"headings · hybrid {shipped}, depth 20", s_md, "hybrid", md_admin.pipeline_name(base.fusion)))
+        sx = _prepare(
+            base,
+            alias,
+            cfg.corpus,
+            "markdown",
+            log,
+            chunk_max_tokens=max_tokens,
+            chunk_overlap=overlap,
+            **common,
+        )
+        configs.append(
+            (
+                f"headings {max_tokens} tok, overlap {overlap:.2f} · hybrid {shipped}",
+                sx,
+                "hybrid",
+                Admin(sx).pipeline_name(base.fusion),
+            )
+        )
+    configs.append(
+        (f"headings · hybrid {shipped}, depth 20", s_md, "hybrid", md_admin.pipeline_name(base.fusion))
+    )
     chosen = f"shipped default · hybrid {shipped}, depth {cfg.depth}"
     configs.append((chosen, s_md, "hybrid", md_admin.pipeline_name(base.fusion)))
     results: list[ConfigResult] = []
@@ -250,7 +286,9 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
             retrievals[name][q.qid] = ret.hits
             if q.answerable:
                 res.per_q[q.qid] = retrieval_metrics(ranked_keys(ret.hits, rels[q.qid]), list(rels[q.qid]))
-                res.per_q[q.qid]["top5_tokens"] = float(sum(h.source.get("token_count", 0) for h in ret.hits[:5]))
+                res.per_q[q.qid]["top5_tokens"] = float(
+                    sum(h.source.get("token_count", 0) for h in ret.hits[:5])
+                )
         results.append(res)
         log(f"{name}: hit@5 {res.mean('hit@5'):.3f} recall@20 {res.mean('recall@20'):.3f}")
 
@@ -273,12 +311,21 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
             if b == cfg.budget:
                 for k, v in env.timings_ms.items():
                     stage_ms[k].append(v)
-            sel_srcs = [({"doc_id": p.doc_id, "start": p.start, "end": p.end}, p.tokens) for p in env.passages]
+            sel_srcs = [
+                ({"doc_id": p.doc_id, "start": p.start, "end": p.end}, p.tokens) for p in env.passages
+            ]
             if q.answerable:
-                acc["top-k"].append(delivery_metrics([(h.source, count(h.source.get("text", ""))) for h in base_sel], rels[q.qid]))
+                acc["top-k"].append(
+                    delivery_metrics(
+                        [(h.source, count(h.source.get("text", ""))) for h in base_sel], rels[q.qid]
+                    )
+                )
                 acc["budget selection"].append(delivery_metrics(sel_srcs, rels[q.qid]))
-                acc["top-k, fixed-size chunks"].append(delivery_metrics(
-                    [(h.source, count(h.source.get("text", ""))) for h in fixed_sel], rels[q.qid]))
+                acc["top-k, fixed-size chunks"].append(
+                    delivery_metrics(
+                        [(h.source, count(h.source.get("text", ""))) for h in fixed_sel], rels[q.qid]
+                    )
+                )
             else:
                 na["top-k"].append(1.0 if not base_sel else 0.0)  # top-k always returns something
                 na["top-k, fixed-size chunks"].append(1.0 if not fixed_sel else 0.0)
@@ -293,15 +340,19 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
                 "off_topic_share": metrics.mean(r["off_topic_share"] for r in rows),
             }
             no_answer_ok[k][b] = metrics.mean(na[k])
-        log(f"budget {b}: top-k recall {budget_rows['top-k'][b]['recall_in_budget']:.3f} "
-            f"vs selection {budget_rows['budget selection'][b]['recall_in_budget']:.3f}")
+        log(
+            f"budget {b}: top-k recall {budget_rows['top-k'][b]['recall_in_budget']:.3f} "
+            f"vs selection {budget_rows['budget selection'][b]['recall_in_budget']:.3f}"
+        )
 
     by_type: dict[str, dict[str, dict[str, float]]] = {}
     types = sorted({q.qtype for q in answerable})
     for res in results:
         by_type[res.name] = {
-            t: {"hit@5": res.mean("hit@5", [q.qid for q in answerable if q.qtype == t]),
-                "recall@20": res.mean("recall@20", [q.qid for q in answerable if q.qtype == t])}
+            t: {
+                "hit@5": res.mean("hit@5", [q.qid for q in answerable if q.qtype == t]),
+                "recall@20": res.mean("recall@20", [q.qid for q in answerable if q.qtype == t]),
+            }
             for t in types
         }
 
@@ -321,19 +372,29 @@ def run(base: Settings, cfg: EvalConfig, log: Callable[[str], None] = lambda m: 
         "budget": cfg.budget,
         "chosen": chosen,
         "retrieval": [
-            {"config": r.name,
-             **{m: round(r.mean(m, ans_ids), 4) for m in ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5",
-                                                           "top5_tokens")},
-             "p50_ms": round(metrics.percentile(r.latency_ms, 50), 1),
-             "p95_ms": round(metrics.percentile(r.latency_ms, 95), 1)}
+            {
+                "config": r.name,
+                **{
+                    m: round(r.mean(m, ans_ids), 4)
+                    for m in ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5", "top5_tokens")
+                },
+                "p50_ms": round(metrics.percentile(r.latency_ms, 50), 1),
+                "p95_ms": round(metrics.percentile(r.latency_ms, 95), 1),
+            }
             for r in results
         ],
         "by_type": by_type,
-        "budget_curve": {k: {str(b): {m: round(v, 4) for m, v in row.items()} for b, row in rows.items()}
-                         for k, rows in budget_rows.items()},
-        "no_answer_correct": {k: {str(b): round(v, 4) for b, v in rows.items()} for k, rows in no_answer_ok.items()},
-        "stage_latency_ms": {k: {"p50": round(metrics.percentile(v, 50), 2), "p95": round(metrics.percentile(v, 95), 2)}
-                             for k, v in stage_ms.items()},
+        "budget_curve": {
+            k: {str(b): {m: round(v, 4) for m, v in row.items()} for b, row in rows.items()}
+            for k, rows in budget_rows.items()
+        },
+        "no_answer_correct": {
+            k: {str(b): round(v, 4) for b, v in rows.items()} for k, rows in no_answer_ok.items()
+        },
+        "stage_latency_ms": {
+            k: {"p50": round(metrics.percentile(v, 50), 2), "p95": round(metrics.percentile(v, 95), 2)}
+            for k, v in stage_ms.items()
+        },
         "seconds": round(time.perf_counter() - started, 1),
     }
     if cfg.out_dir:
@@ -354,7 +415,11 @@ def machine_info() -> dict[str, Any]:
 
     mem = ""
     try:
-        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
+        kb = int(
+            next(
+                ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")
+            ).split()[1]
+        )
         mem = f"{kb / 1024 / 1024:.1f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
@@ -367,21 +432,30 @@ def format_table(report: dict[str, Any]) -> str:
     w = max(len(r["config"]) for r in report["retrieval"])
     lines = [f"{'config':<{w}}  " + "  ".join(f"{c:>9}" for c in cols)]
     for r in report["retrieval"]:
-        lines.append(f"{r['config']:<{w}}  " + "  ".join(f"{r[c]:>9.3f}" if "ms" not in c else f"{r[c]:>9.1f}" for c in cols))
+        lines.append(
+            f"{r['config']:<{w}}  "
+            + "  ".join(f"{r[c]:>9.3f}" if "ms" not in c else f"{r[c]:>9.1f}" for c in cols)
+        )
     lines.append("")
     b = str(report["budget"])
     lines.append(f"budget {b} tokens ({report['chosen']}, same candidates):")
-    lines.append(f"{'':<26}{'recall_in_budget':>18}{'answered':>10}{'tok/answered':>14}{'off-topic':>11}{'no-answer ok':>14}")
+    lines.append(
+        f"{'':<26}{'recall_in_budget':>18}{'answered':>10}{'tok/answered':>14}{'off-topic':>11}{'no-answer ok':>14}"
+    )
     for k, rows in report["budget_curve"].items():
         row = rows[b]
-        lines.append(f"{k:<26}{row['recall_in_budget']:>18.3f}{row['answered']:>10.3f}{row['tokens_per_answered']:>14.1f}"
-                     f"{row['off_topic_share']:>11.3f}{report['no_answer_correct'][k][b]:>14.3f}")
+        lines.append(
+            f"{k:<26}{row['recall_in_budget']:>18.3f}{row['answered']:>10.3f}{row['tokens_per_answered']:>14.1f}"
+            f"{row['off_topic_share']:>11.3f}{report['no_answer_correct'][k][b]:>14.3f}"
+        )
     return "\n".join(lines)
 
 
 def write_outputs(report: dict[str, Any], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "results.json").write_text(
+        json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
     (out_dir / "REPORT.md").write_text(markdown_report(report), encoding="utf-8")
     plot_budget_curve(report, out_dir / "recall_vs_budget.png")
 
@@ -410,32 +484,64 @@ def markdown_report(r: dict[str, Any]) -> str:
         "|---|" + "---|" * len(cols),
     ]
     for row in r["retrieval"]:
-        out.append(f"| {row['config']} | " + " | ".join(
-            f"{row[c]:.1f}" if ("ms" in c or "tokens" in c) else f"{row[c]:.3f}" for c in cols) + " |")
-    out += ["", "`top5_tokens`: tokens in the first five candidates. Section-level hits favour bigger chunks "
-            "(a 1200-character window overlaps more sections), so compare chunkers with it and with the budget "
-            "table below, which charges every token.", ""]
+        out.append(
+            f"| {row['config']} | "
+            + " | ".join(f"{row[c]:.1f}" if ("ms" in c or "tokens" in c) else f"{row[c]:.3f}" for c in cols)
+            + " |"
+        )
+    out += [
+        "",
+        "`top5_tokens`: tokens in the first five candidates. Section-level hits favour bigger chunks "
+        "(a 1200-character window overlaps more sections), so compare chunkers with it and with the budget "
+        "table below, which charges every token.",
+        "",
+    ]
     out += defaults_section(r)
-    out += ["", f"## Plain top-k (baseline) vs budget selection ({r['chosen']}, candidate depth {r['depth']})", "",
-            "| budget | method | recall within budget | answered | tokens per answered question | off-topic token share | correct «nothing found» |",
-            "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        f"## Plain top-k (baseline) vs budget selection ({r['chosen']}, candidate depth {r['depth']})",
+        "",
+        "| budget | method | recall within budget | answered | tokens per answered question | off-topic token share | correct «nothing found» |",
+        "|---|---|---|---|---|---|---|",
+    ]
     budgets = sorted(int(b) for b in next(iter(r["budget_curve"].values())))
     for b in budgets:
         for k, rows in r["budget_curve"].items():
             row = rows[str(b)]
-            out.append(f"| {b} | {k} | {row['recall_in_budget']:.3f} | {row['answered']:.3f} | "
-                       f"{row['tokens_per_answered']:.1f} | {row['off_topic_share']:.3f} | {r['no_answer_correct'][k][str(b)]:.3f} |")
-    out += ["", "![recall within budget](recall_vs_budget.png)", "", "## By question type (hit@5 / recall@20)", ""]
+            out.append(
+                f"| {b} | {k} | {row['recall_in_budget']:.3f} | {row['answered']:.3f} | "
+                f"{row['tokens_per_answered']:.1f} | {row['off_topic_share']:.3f} | {r['no_answer_correct'][k][str(b)]:.3f} |"
+            )
+    out += [
+        "",
+        "![recall within budget](recall_vs_budget.png)",
+        "",
+        "## By question type (hit@5 / recall@20)",
+        "",
+    ]
     types = sorted(next(iter(r["by_type"].values())).keys())
     out.append("| config | " + " | ".join(types) + " |")
     out.append("|---|" + "---|" * len(types))
     for name, row in r["by_type"].items():
-        out.append(f"| {name} | " + " | ".join(f"{row[t]['hit@5']:.2f} / {row[t]['recall@20']:.2f}" for t in types) + " |")
-    out += ["", f"## Latency per stage of `SearchClient.search` at budget {r['budget']} (ms)", "",
-            "| stage | p50 | p95 |", "|---|---|---|"]
+        out.append(
+            f"| {name} | "
+            + " | ".join(f"{row[t]['hit@5']:.2f} / {row[t]['recall@20']:.2f}" for t in types)
+            + " |"
+        )
+    out += [
+        "",
+        f"## Latency per stage of `SearchClient.search` at budget {r['budget']} (ms)",
+        "",
+        "| stage | p50 | p95 |",
+        "|---|---|---|",
+    ]
     for k, v in r["stage_latency_ms"].items():
         out.append(f"| {k} | {v['p50']:.2f} | {v['p95']:.2f} |")
-    out += ["", f"Run time {r['seconds']} s. Re-running `osrag eval golden/golden.jsonl` reproduces these numbers up to timing.", ""]
+    out += [
+        "",
+        f"Run time {r['seconds']} s. Re-running `osrag eval golden/golden.jsonl` reproduces these numbers up to timing.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -451,34 +557,54 @@ def defaults_section(r: dict[str, Any]) -> list[str]:
 
     m = ("hit@5", "recall@20", "mrr")
     out = ["## Shipped defaults and the numbers behind them", ""]
-    out.append("- **Fusion: RRF with weights 0.9 (BM25) / 0.1 (kNN), depth 40.** With this weak dense head, "
-               "equal weights lose top-5 precision to stemmed BM25 while deeper recall holds up; leaning on BM25 "
-               "keeps most of its precision and gives the best recall@20 of all fusions tried. Min-max 0.9/0.1 "
-               "is as good or slightly better at the top (one setting away: `OSRAG_FUSION=minmax`); RRF stays "
-               "the default because the selection results below are the same for both and rank fusion does not "
-               "depend on score distributions, which change with the model and the corpus.")
-    for name in ("headings · bm25 russian", "headings · hybrid rrf 0.5/0.5", "headings · hybrid rrf 0.9/0.1",
-                 "headings · hybrid min-max 0.9/0.1", "headings · hybrid rrf 0.9/0.1, depth 20"):
+    out.append(
+        "- **Fusion: RRF with weights 0.9 (BM25) / 0.1 (kNN), depth 40.** With this weak dense head, "
+        "equal weights lose top-5 precision to stemmed BM25 while deeper recall holds up; leaning on BM25 "
+        "keeps most of its precision and gives the best recall@20 of all fusions tried. Min-max 0.9/0.1 "
+        "is as good or slightly better at the top (one setting away: `OSRAG_FUSION=minmax`); RRF stays "
+        "the default because the selection results below are the same for both and rank fusion does not "
+        "depend on score distributions, which change with the model and the corpus."
+    )
+    for name in (
+        "headings · bm25 russian",
+        "headings · hybrid rrf 0.5/0.5",
+        "headings · hybrid rrf 0.9/0.1",
+        "headings · hybrid min-max 0.9/0.1",
+        "headings · hybrid rrf 0.9/0.1, depth 20",
+    ):
         out.append(f"  - {cite(name, *m)}")
-    out.append("- **Stemmer: Snowball `russian`.** It joins чай/чая/чаю and оформить/оформил, which "
-               "`light_russian` keeps apart; the standard analyzer is far behind both.")
-    for name in ("headings · bm25 russian", "headings · bm25 light_russian", "headings · bm25 standard analyzer"):
+    out.append(
+        "- **Stemmer: Snowball `russian`.** It joins чай/чая/чаю and оформить/оформил, which "
+        "`light_russian` keeps apart; the standard analyzer is far behind both."
+    )
+    for name in (
+        "headings · bm25 russian",
+        "headings · bm25 light_russian",
+        "headings · bm25 standard analyzer",
+    ):
         out.append(f"  - {cite(name, 'hit@3', 'hit@5', 'recall@20', 'mrr')}")
-    out.append("- **Chunking: headings, at most 350 tokens, overlap 0.12, minimum 40.** Most sections of this corpus "
-               "fit in 200 tokens, so the limit and the overlap barely change the chunks; 350 keeps whole tables "
-               "and functions together for the reserved slot. Fixed windows look better on section-level hits "
-               "because each window spans several sections (top5_tokens is about twice as large); the budget "
-               "table charges them for those tokens.")
-    for name in ("headings 200 tok, overlap 0.12 · hybrid rrf 0.9/0.1", "headings · hybrid rrf 0.9/0.1",
-                 "headings 500 tok, overlap 0.12 · hybrid rrf 0.9/0.1",
-                 "headings 350 tok, overlap 0.00 · hybrid rrf 0.9/0.1"):
+    out.append(
+        "- **Chunking: headings, at most 350 tokens, overlap 0.12, minimum 40.** Most sections of this corpus "
+        "fit in 200 tokens, so the limit and the overlap barely change the chunks; 350 keeps whole tables "
+        "and functions together for the reserved slot. Fixed windows look better on section-level hits "
+        "because each window spans several sections (top5_tokens is about twice as large); the budget "
+        "table charges them for those tokens."
+    )
+    for name in (
+        "headings 200 tok, overlap 0.12 · hybrid rrf 0.9/0.1",
+        "headings · hybrid rrf 0.9/0.1",
+        "headings 500 tok, overlap 0.12 · hybrid rrf 0.9/0.1",
+        "headings 350 tok, overlap 0.00 · hybrid rrf 0.9/0.1",
+    ):
         out.append(f"  - {cite(name, 'hit@5', 'recall@20', 'top5_tokens')}")
-    out.append("- **Selection: near-duplicates at cosine ≥ 0.95 or 3-gram containment ≥ 0.8; evidence order "
-               "(2·term coverage + cosine + exact code + rank prior) when no reranker runs; a chunk must cover "
-               "half the question's terms, reach cosine 0.65 or name its code, and be within 60 % of the best "
-               "coverage (or 95 % of the best cosine).** This is what beats top-k at small budgets and says "
-               "«nothing found» for most no-answer questions; at large budgets top-k's recall is higher because "
-               "it spends the whole budget on whatever ranks next, and the selection stops early by design.")
+    out.append(
+        "- **Selection: near-duplicates at cosine ≥ 0.95 or 3-gram containment ≥ 0.8; evidence order "
+        "(2·term coverage + cosine + exact code + rank prior) when no reranker runs; a chunk must cover "
+        "half the question's terms, reach cosine 0.65 or name its code, and be within 60 % of the best "
+        "coverage (or 95 % of the best cosine).** This is what beats top-k at small budgets and says "
+        "«nothing found» for most no-answer questions; at large budgets top-k's recall is higher because "
+        "it spends the whole budget on whatever ranks next, and the selection stops early by design."
+    )
     out.append("")
     return out
 

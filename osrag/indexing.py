@@ -113,7 +113,9 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     metadata: dict[str, Any] = {k: meta[k] for k in FRONT_KEYS if k in meta}
     metadata["archived"] = str(meta.get("archived", "false")).lower() in ("true", "yes", "1")
     metadata["format"] = "text" if path.suffix.lower() == ".txt" else "markdown"
-    return Document(doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata)
+    return Document(
+        doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata
+    )
 
 
 def _too_large(size: int, max_bytes: int) -> str:
@@ -195,8 +197,13 @@ class _Prepared:
 class Ingester:
     """Writes documents into the index behind the alias, one batch at a time."""
 
-    def __init__(self, settings: Settings, admin: Admin | None = None, embedder: Embedder | None = None,
-                 strategy: str = "markdown") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        admin: Admin | None = None,
+        embedder: Embedder | None = None,
+        strategy: str = "markdown",
+    ) -> None:
         self.s = settings
         self.admin = admin or Admin(settings)
         self.cluster = self.admin.cluster
@@ -233,9 +240,13 @@ class Ingester:
         client = self.cluster.client
         if not self.cluster.call("check state index", client.indices.exists, index=name):
             self.cluster.call(
-                "create state index", client.indices.create, index=name,
-                body={"settings": {"number_of_shards": 1, "number_of_replicas": self.s.replicas},
-                      "mappings": {"dynamic": "strict", "properties": {"keys": {"type": "keyword"}}}},
+                "create state index",
+                client.indices.create,
+                index=name,
+                body={
+                    "settings": {"number_of_shards": 1, "number_of_replicas": self.s.replicas},
+                    "mappings": {"dynamic": "strict", "properties": {"keys": {"type": "keyword"}}},
+                },
                 ignore=400,
             )
 
@@ -252,11 +263,20 @@ class Ingester:
             },
             "upsert": {"keys": list(add)},
         }
-        self.cluster.call("update hidden versions", client.update, index=state_index(self.s.alias),
-                          id=HIDDEN_ID, body=body, refresh=True, retry_on_conflict=10)
+        self.cluster.call(
+            "update hidden versions",
+            client.update,
+            index=state_index(self.s.alias),
+            id=HIDDEN_ID,
+            body=body,
+            refresh=True,
+            retry_on_conflict=10,
+        )
 
     # -- the main loop
-    def ingest(self, paths: Iterable[str | Path], progress: Callable[[str, str], None] | None = None) -> IngestReport:
+    def ingest(
+        self, paths: Iterable[str | Path], progress: Callable[[str, str], None] | None = None
+    ) -> IngestReport:
         started = time.perf_counter()
         index, emb = self._prepare_target()
         report = IngestReport(index=index)
@@ -310,12 +330,22 @@ class Ingester:
             return {}
         client = self.cluster.client
         resp = self.cluster.call(
-            "look up current versions", client.search, index=self.s.alias,
+            "look up current versions",
+            client.search,
+            index=self.s.alias,
             body={
                 "size": 0,
-                "query": {"bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.s.alias)]}},
-                "aggs": {"d": {"terms": {"field": "doc_id", "size": len(doc_ids)},
-                               "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}}}},
+                "query": {
+                    "bool": {
+                        "filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.s.alias)]
+                    }
+                },
+                "aggs": {
+                    "d": {
+                        "terms": {"field": "doc_id", "size": len(doc_ids)},
+                        "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}},
+                    }
+                },
             },
         )
         out: dict[str, set[str]] = {}
@@ -323,8 +353,14 @@ class Ingester:
             out[b["key"]] = {v["key"] for v in b["v"]["buckets"]}
         return out
 
-    def _write_batch(self, index: str, emb: Embedder, batch: list[_Prepared], report: IngestReport,
-                     progress: Callable[[str, str], None] | None) -> None:
+    def _write_batch(
+        self,
+        index: str,
+        emb: Embedder,
+        batch: list[_Prepared],
+        report: IngestReport,
+        progress: Callable[[str, str], None] | None,
+    ) -> None:
         current = self.visible_versions([p.doc.doc_id for p in batch])
         todo: list[_Prepared] = []
         for p in batch:
@@ -372,21 +408,32 @@ class Ingester:
 
     def _delete_versions(self, index: str, keys: Sequence[str]) -> None:
         self.cluster.call(
-            "delete replaced chunks", self.cluster.client.delete_by_query, index=index,
-            body={"query": {"terms": {"version_key": list(keys)}}}, refresh=True, conflicts="proceed",
+            "delete replaced chunks",
+            self.cluster.client.delete_by_query,
+            index=index,
+            body={"query": {"terms": {"version_key": list(keys)}}},
+            refresh=True,
+            conflicts="proceed",
         )
 
     def _stored_versions(self, index: str, keys: Sequence[str]) -> set[str]:
         """Which of ``keys`` still have chunks stored (hidden or not)."""
         resp = self.cluster.call(
-            "check deleted chunks", self.cluster.client.search, index=index,
-            body={"size": 0, "query": {"terms": {"version_key": list(keys)}},
-                  "aggs": {"k": {"terms": {"field": "version_key", "size": len(keys)}}}},
+            "check deleted chunks",
+            self.cluster.client.search,
+            index=index,
+            body={
+                "size": 0,
+                "query": {"terms": {"version_key": list(keys)}},
+                "aggs": {"k": {"terms": {"field": "version_key", "size": len(keys)}}},
+            },
             params={"request_cache": "false"},
         )
         return {b["key"] for b in resp["aggregations"]["k"]["buckets"]}
 
-    def _bulk(self, index: str, todo: list[_Prepared], vectors: Any, now: str, report: IngestReport) -> dict[str, str]:
+    def _bulk(
+        self, index: str, todo: list[_Prepared], vectors: Any, now: str, report: IngestReport
+    ) -> dict[str, str]:
         """Stream the chunks; returns version_key → reason for documents with failed items."""
         from opensearchpy.helpers import streaming_bulk
 
@@ -394,16 +441,26 @@ class Ingester:
             i = 0
             for p in todo:
                 for c in p.chunks:
-                    yield {"_op_type": "index", "_index": index, "_id": f"{p.version_key}:{c.ordinal}",
-                           "_source": chunk_source(p.doc, c, p.version_key, vectors[i], now)}
+                    yield {
+                        "_op_type": "index",
+                        "_index": index,
+                        "_id": f"{p.version_key}:{c.ordinal}",
+                        "_source": chunk_source(p.doc, c, p.version_key, vectors[i], now),
+                    }
                     i += 1
 
         failed: dict[str, str] = {}
         items: list[dict[str, Any]] = []
         with translate_errors(self.s.url, "bulk write"):
             for ok, item in streaming_bulk(
-                self.cluster.client, actions(), chunk_size=self.s.bulk_chunk_size, max_retries=5,
-                initial_backoff=1, max_backoff=30, raise_on_error=False, raise_on_exception=False,
+                self.cluster.client,
+                actions(),
+                chunk_size=self.s.bulk_chunk_size,
+                max_retries=5,
+                initial_backoff=1,
+                max_backoff=30,
+                raise_on_error=False,
+                raise_on_exception=False,
                 request_timeout=max(60.0, self.s.timeout_s),
             ):
                 if ok:

@@ -109,8 +109,7 @@ def ndcg_at_k(
     if not ideal:
         return math.nan
     dcg = math.fsum(
-        gains.get(d, 0.0) / math.log2(rank + 1)
-        for rank, d in enumerate(dedupe(ranked)[:k], start=1)
+        gains.get(d, 0.0) / math.log2(rank + 1) for rank, d in enumerate(dedupe(ranked)[:k], start=1)
     )
     idcg = math.fsum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
     return dcg / idcg

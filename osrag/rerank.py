@@ -70,7 +70,9 @@ class Reranker:
         model = self.model
         try:
             raw = model.predict(
-                [(question, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
+                [(question, t) for t in texts],
+                batch_size=self.batch_size,
+                show_progress_bar=False,
                 convert_to_numpy=True,
             )
             scores = [float(x) for x in (raw.reshape(len(texts), -1)[:, -1] if raw.ndim > 1 else raw)]
@@ -79,11 +81,17 @@ class Reranker:
             tok = getattr(model, "tokenizer", None)
             if tok is not None and max_len:
                 for i, t in enumerate(texts):
-                    n = len(tok(question, t, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
+                    n = len(
+                        tok(question, t, add_special_tokens=True, truncation=False, verbose=False)[
+                            "input_ids"
+                        ]
+                    )
                     truncated[i] = n > max_len
         except Exception as exc:
             first_line = (str(exc).splitlines() or [""])[0][:200]
-            raise RerankUnavailable(f"reranker {self.model_name!r} failed: {type(exc).__name__}: {first_line}") from exc
+            raise RerankUnavailable(
+                f"reranker {self.model_name!r} failed: {type(exc).__name__}: {first_line}"
+            ) from exc
         return RerankResult(scores, truncated, int(max_len) if max_len else None)
 
 

@@ -30,7 +30,16 @@ from osrag.rerank import Reranker
 from osrag.settings import Settings
 
 MAX_QUESTION_CHARS = 4000
-FILTER_KEYS = ("category", "tenant", "acl", "doc_id", "kind", "updated_after", "updated_before", "include_archived")
+FILTER_KEYS = (
+    "category",
+    "tenant",
+    "acl",
+    "doc_id",
+    "kind",
+    "updated_after",
+    "updated_before",
+    "include_archived",
+)
 MODES = ("hybrid", "bm25", "bm25-std", "knn")
 #: Upper bound on the analysed tokens the lexical head may ask for. Each token becomes a clause
 #: on each of the four matched fields, and the cluster refuses a query with more than
@@ -72,9 +81,17 @@ def filter_clauses(alias: str, filters: Mapping[str, Any]) -> list[dict[str, Any
         if key in filters:
             clauses.append({"terms": {key: list(filters[key])}})
     if "acl" in filters:  # a chunk without ACL groups is public
-        clauses.append({"bool": {"should": [{"terms": {"acl": list(filters["acl"])}},
-                                            {"bool": {"must_not": [{"exists": {"field": "acl"}}]}}],
-                                 "minimum_should_match": 1}})
+        clauses.append(
+            {
+                "bool": {
+                    "should": [
+                        {"terms": {"acl": list(filters["acl"])}},
+                        {"bool": {"must_not": [{"exists": {"field": "acl"}}]}},
+                    ],
+                    "minimum_should_match": 1,
+                }
+            }
+        )
     rng = {}
     if "updated_after" in filters:
         rng["gte"] = filters["updated_after"]
@@ -130,17 +147,27 @@ def lexical_text(question: str, max_tokens: int = MAX_LEXICAL_TOKENS) -> str:
     return " ".join(kept)
 
 
-def knn_head(vector: Sequence[float], k: int, filters: list[dict[str, Any]],
-             ef_search: int | None = None) -> dict[str, Any]:
+def knn_head(
+    vector: Sequence[float], k: int, filters: list[dict[str, Any]], ef_search: int | None = None
+) -> dict[str, Any]:
     """The kNN head; ``ef_search`` (never below k) widens the HNSW search per query."""
-    head: dict[str, Any] = {"vector": [float(x) for x in vector], "k": k, "filter": {"bool": {"filter": filters}}}
+    head: dict[str, Any] = {
+        "vector": [float(x) for x in vector],
+        "k": k,
+        "filter": {"bool": {"filter": filters}},
+    }
     if ef_search:
         head["method_parameters"] = {"ef_search": max(int(ef_search), k)}
     return {"knn": {"embedding": head}}
 
 
-def hybrid_body(question: str, vector: Sequence[float], depth: int, filters: list[dict[str, Any]],
-                ef_search: int | None = None) -> dict[str, Any]:
+def hybrid_body(
+    question: str,
+    vector: Sequence[float],
+    depth: int,
+    filters: list[dict[str, Any]],
+    ef_search: int | None = None,
+) -> dict[str, Any]:
     return {
         "size": depth,
         "query": {
@@ -268,8 +295,15 @@ class SearchClient:
         return self._embedder
 
     # -- retrieval
-    def retrieve(self, question: str, *, mode: str = "hybrid", depth: int | None = None,
-                 filters: Mapping[str, Any] | None = None, pipeline: str | None = None) -> Retrieval:
+    def retrieve(
+        self,
+        question: str,
+        *,
+        mode: str = "hybrid",
+        depth: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+        pipeline: str | None = None,
+    ) -> Retrieval:
         """Candidates only (used by ``search`` and by eval to compare heads and fusions)."""
         question = validate_question(question)
         if mode not in MODES:
@@ -291,18 +325,25 @@ class SearchClient:
             body = hybrid_body(lexical, vector, depth, flt, self.s.hnsw_ef_search)
             params["search_pipeline"] = pipeline or self.admin.pipeline_name(self.s.fusion)
         elif mode == "knn":
-            body = {"size": depth, "query": knn_head(vector, depth, flt, self.s.hnsw_ef_search),
-                    "_source": {"excludes": ["body"]}}
+            body = {
+                "size": depth,
+                "query": knn_head(vector, depth, flt, self.s.hnsw_ef_search),
+                "_source": {"excludes": ["body"]},
+            }
         else:
-            body = {"size": depth, "query": bm25_head(lexical, flt, "text.std" if mode == "bm25-std" else "text"),
-                    "_source": {"excludes": ["body"]}}
+            body = {
+                "size": depth,
+                "query": bm25_head(lexical, flt, "text.std" if mode == "bm25-std" else "text"),
+                "_source": {"excludes": ["body"]},
+            }
         notes: list[str] = []
         t0 = time.perf_counter()
         try:
             # The concrete index resolved above, not the alias: if a reindex switches the alias
             # meanwhile, the query vector still meets the index (and model) it was made for.
-            resp = self.cluster.call("search", self.cluster.client.search, index=index, body=body,
-                                     params=params)
+            resp = self.cluster.call(
+                "search", self.cluster.client.search, index=index, body=body, params=params
+            )
         except ClusterError as exc:
             # The state index is created by the first ingest; before it there is nothing to find.
             if not _missing_index(exc, state_index(self.s.alias)):
@@ -311,8 +352,12 @@ class SearchClient:
             notes.append(f"nothing has been ingested into {self.s.alias} yet")
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
         hits = [
-            Hit(chunk_id=h["_source"].get("chunk_id", h["_id"]), source=h["_source"], fused=float(h["_score"] or 0.0),
-                rank=i + 1)
+            Hit(
+                chunk_id=h["_source"].get("chunk_id", h["_id"]),
+                source=h["_source"],
+                fused=float(h["_score"] or 0.0),
+                rank=i + 1,
+            )
             for i, h in enumerate(resp["hits"]["hits"])
         ]
         return Retrieval(hits, index, meta, timings, vector=vector, notes=notes)
@@ -327,11 +372,24 @@ class SearchClient:
         if not section_id or not isinstance(section_id, str):
             raise InputError("section id is empty")
         index, _ = self._target()
-        flt = [visibility_filter(self.s.alias),
-               {"bool": {"should": [{"term": {"section_id": section_id}}, {"term": {"parent_section_id": section_id}}],
-                         "minimum_should_match": 1}}]
-        body = {"size": 1000, "query": {"bool": {"filter": flt}}, "sort": [{"ordinal": "asc"}],
-                "_source": {"excludes": ["embedding"]}}
+        flt = [
+            visibility_filter(self.s.alias),
+            {
+                "bool": {
+                    "should": [
+                        {"term": {"section_id": section_id}},
+                        {"term": {"parent_section_id": section_id}},
+                    ],
+                    "minimum_should_match": 1,
+                }
+            },
+        ]
+        body = {
+            "size": 1000,
+            "query": {"bool": {"filter": flt}},
+            "sort": [{"ordinal": "asc"}],
+            "_source": {"excludes": ["embedding"]},
+        }
         try:
             resp = self.cluster.call("section", self.cluster.client.search, index=index, body=body)
         except ClusterError as exc:
@@ -341,18 +399,37 @@ class SearchClient:
         out = []
         for rank, h in enumerate(resp["hits"]["hits"], start=1):
             src = h["_source"]
-            out.append(Passage(
-                chunk_id=src.get("chunk_id", h["_id"]), doc_id=src.get("doc_id", ""), title=src.get("title", ""),
-                heading_path=list(src.get("heading_path") or []), source=src.get("source", ""),
-                section_id=src.get("section_id"), parent_section_id=src.get("parent_section_id"),
-                kind=src.get("kind", "text"), text=src.get("text", ""), tokens=int(src.get("token_count", 0)),
-                rank=rank, start=src.get("start"), end=src.get("end")))
+            out.append(
+                Passage(
+                    chunk_id=src.get("chunk_id", h["_id"]),
+                    doc_id=src.get("doc_id", ""),
+                    title=src.get("title", ""),
+                    heading_path=list(src.get("heading_path") or []),
+                    source=src.get("source", ""),
+                    section_id=src.get("section_id"),
+                    parent_section_id=src.get("parent_section_id"),
+                    kind=src.get("kind", "text"),
+                    text=src.get("text", ""),
+                    tokens=int(src.get("token_count", 0)),
+                    rank=rank,
+                    start=src.get("start"),
+                    end=src.get("end"),
+                )
+            )
         return out
 
     # -- the full contract
-    def search(self, question: str, *, budget_tokens: int | None = None, filters: Mapping[str, Any] | None = None,
-               depth: int | None = None, rerank: bool | None = None, tokenizer: Any | None = None,
-               selection: SelectionConfig | None = None) -> Envelope:
+    def search(
+        self,
+        question: str,
+        *,
+        budget_tokens: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+        depth: int | None = None,
+        rerank: bool | None = None,
+        tokenizer: Any | None = None,
+        selection: SelectionConfig | None = None,
+    ) -> Envelope:
         """The minimal material sufficient to answer ``question`` within the budget, or say so."""
         t_start = time.perf_counter()
         budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
@@ -377,8 +454,11 @@ class SearchClient:
             h.relevance = max(h.coverage, h.cosine, 1.0 if h.ident_match else 0.0)
 
         use_rerank = self.s.rerank if rerank is None else rerank
-        info = RerankInfo(model=(self._reranker.model_name if self._reranker is not None else self.s.reranker_model)
-                          if use_rerank else None)
+        info = RerankInfo(
+            model=(self._reranker.model_name if self._reranker is not None else self.s.reranker_model)
+            if use_rerank
+            else None
+        )
         ordered = list(ret.hits)
         if use_rerank and ordered:
             t0 = time.perf_counter()
@@ -418,18 +498,25 @@ class SearchClient:
         for pos, h in enumerate(ordered):
             vec = h.source.get("embedding")
             # Score for ordering: rank-derived so selection walks the final order.
-            cands.append(Candidate(
-                chunk_id=h.chunk_id, doc_id=h.source.get("doc_id", ""), text=h.source.get("text", ""),
-                tokens=cost(h.source), score=float(len(ordered) - pos),
-                kind=h.source.get("kind", "text"), embedding=tuple(vec) if vec else None,
-                section_id=h.source.get("section_id"),
-            ))
+            cands.append(
+                Candidate(
+                    chunk_id=h.chunk_id,
+                    doc_id=h.source.get("doc_id", ""),
+                    text=h.source.get("text", ""),
+                    tokens=cost(h.source),
+                    score=float(len(ordered) - pos),
+                    kind=h.source.get("kind", "text"),
+                    embedding=tuple(vec) if vec else None,
+                    section_id=h.source.get("section_id"),
+                )
+            )
         gated = [c for c in cands if c.chunk_id in relevant_ids]
         cfg = selection or SelectionConfig(dup_cosine=self.s.dedup_cosine, dup_overlap=self.s.dedup_overlap)
         sel = select(gated, budget, cfg)
         timings["select"] = (time.perf_counter() - t0) * 1000
-        env = self._envelope(question, budget, ret, ordered, sel, len(cands) - len(gated), info, parsed_filters,
-                             notes, timings)
+        env = self._envelope(
+            question, budget, ret, ordered, sel, len(cands) - len(gated), info, parsed_filters, notes, timings
+        )
         env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
         return env
 
@@ -445,47 +532,100 @@ class SearchClient:
         best_cov = max(h.coverage for h in passing)
         best_cos = max(h.cosine for h in passing)
         rc, rs = self.s.gate_relative_coverage, self.s.gate_relative_cosine
-        return {h.chunk_id for h in passing
-                if h.ident_match or h.coverage >= rc * best_cov or h.cosine >= rs * best_cos}
+        return {
+            h.chunk_id
+            for h in passing
+            if h.ident_match or h.coverage >= rc * best_cov or h.cosine >= rs * best_cos
+        }
 
     def _is_relevant(self, h: Hit) -> bool:
         """Enough of the question's words, a close embedding, or an exact code the question names."""
         return h.coverage >= self.min_coverage or h.cosine >= self.min_cosine or h.ident_match
 
-    def _envelope(self, question: str, budget: int, ret: Retrieval, ordered: list[Hit], sel: Selection,
-                  below: int, info: RerankInfo, filters: dict[str, Any], notes: list[str],
-                  timings: dict[str, float]) -> Envelope:
+    def _envelope(
+        self,
+        question: str,
+        budget: int,
+        ret: Retrieval,
+        ordered: list[Hit],
+        sel: Selection,
+        below: int,
+        info: RerankInfo,
+        filters: dict[str, Any],
+        notes: list[str],
+        timings: dict[str, float],
+    ) -> Envelope:
         by_id = {h.chunk_id: h for h in ordered}
         passages = []
         for rank, c in enumerate(sel.selected, start=1):
             h = by_id[c.chunk_id]
             src = h.source
-            passages.append(Passage(
-                chunk_id=c.chunk_id, doc_id=c.doc_id, title=src.get("title", ""),
-                heading_path=list(src.get("heading_path") or []), source=src.get("source", ""),
-                section_id=src.get("section_id"), parent_section_id=src.get("parent_section_id"),
-                kind=c.kind, text=c.text, tokens=c.tokens, rank=rank, start=src.get("start"), end=src.get("end"),
-                scores=StageScores(fused=h.fused, rerank=h.rerank, relevance=round(h.relevance, 4)),
-                via_reserved_slot=(sel.reserved_used == c.chunk_id), rerank_truncated=h.truncated,
-            ))
-        left = [LeftOutItem(chunk_id=lo.candidate.chunk_id, doc_id=lo.candidate.doc_id, tokens=lo.candidate.tokens,
-                            reason=lo.reason if lo.reason in ("budget", "not_worth") else "budget")
-                for lo in sel.left_out_budget]
-        left += [LeftOutItem(chunk_id=lo.candidate.chunk_id, doc_id=lo.candidate.doc_id, tokens=lo.candidate.tokens,
-                             reason="duplicate", duplicate_of=lo.duplicate_of) for lo in sel.duplicates]
+            passages.append(
+                Passage(
+                    chunk_id=c.chunk_id,
+                    doc_id=c.doc_id,
+                    title=src.get("title", ""),
+                    heading_path=list(src.get("heading_path") or []),
+                    source=src.get("source", ""),
+                    section_id=src.get("section_id"),
+                    parent_section_id=src.get("parent_section_id"),
+                    kind=c.kind,
+                    text=c.text,
+                    tokens=c.tokens,
+                    rank=rank,
+                    start=src.get("start"),
+                    end=src.get("end"),
+                    scores=StageScores(fused=h.fused, rerank=h.rerank, relevance=round(h.relevance, 4)),
+                    via_reserved_slot=(sel.reserved_used == c.chunk_id),
+                    rerank_truncated=h.truncated,
+                )
+            )
+        left = [
+            LeftOutItem(
+                chunk_id=lo.candidate.chunk_id,
+                doc_id=lo.candidate.doc_id,
+                tokens=lo.candidate.tokens,
+                reason=lo.reason if lo.reason in ("budget", "not_worth") else "budget",
+            )
+            for lo in sel.left_out_budget
+        ]
+        left += [
+            LeftOutItem(
+                chunk_id=lo.candidate.chunk_id,
+                doc_id=lo.candidate.doc_id,
+                tokens=lo.candidate.tokens,
+                reason="duplicate",
+                duplicate_of=lo.duplicate_of,
+            )
+            for lo in sel.duplicates
+        ]
         if not passages and sel.left_out_budget:
             # Relevant material exists but no whole unit fits: that is a budgeted answer, not "nothing".
-            status, message = "budgeted", (
-                f"a budgeted selection: none of the {len(sel.left_out_budget)} relevant passage(s) fits "
-                f"{budget} tokens")
+            status, message = (
+                "budgeted",
+                (
+                    f"a budgeted selection: none of the {len(sel.left_out_budget)} relevant passage(s) fits "
+                    f"{budget} tokens"
+                ),
+            )
         elif not passages:
-            status, message = "nothing_relevant", (
-                "no candidate passed the relevance threshold" if ordered else "the index returned no candidates")
+            status, message = (
+                "nothing_relevant",
+                (
+                    "no candidate passed the relevance threshold"
+                    if ordered
+                    else "the index returned no candidates"
+                ),
+            )
         elif sel.complete:
             status, message = "complete", "everything relevant that was found fits the budget"
         else:
-            status, message = "budgeted", (
-                f"a budgeted selection: {len(sel.left_out_budget)} relevant passage(s) did not fit {budget} tokens")
+            status, message = (
+                "budgeted",
+                (
+                    f"a budgeted selection: {len(sel.left_out_budget)} relevant passage(s) did not fit {budget} tokens"
+                ),
+            )
         meta = ret.meta
         last = meta.get("last_ingest_at")
         age = None
@@ -495,13 +635,31 @@ class SearchClient:
             except (TypeError, ValueError):  # unparsable or without a timezone
                 age = None
         return Envelope(
-            question=question, status=status, message=message, budget_tokens=budget, spent_tokens=sel.spent,
-            passages=passages, left_out=left, left_out_for_budget=len(sel.left_out_budget),
-            duplicates_dropped=len(sel.duplicates), below_threshold=below, candidates=len(ordered),
-            reserved_slot_used=sel.reserved_used, fusion=self.s.fusion, rerank=info, filters=filters,
-            freshness=Freshness(alias=self.s.alias, index=ret.index, embedding_model=meta.get("embedding_model"),
-                                dimension=meta.get("dimension"), last_ingest_at=last, age_seconds=age),
-            timings_ms={k: round(v, 2) for k, v in timings.items()}, notes=notes,
+            question=question,
+            status=status,
+            message=message,
+            budget_tokens=budget,
+            spent_tokens=sel.spent,
+            passages=passages,
+            left_out=left,
+            left_out_for_budget=len(sel.left_out_budget),
+            duplicates_dropped=len(sel.duplicates),
+            below_threshold=below,
+            candidates=len(ordered),
+            reserved_slot_used=sel.reserved_used,
+            fusion=self.s.fusion,
+            rerank=info,
+            filters=filters,
+            freshness=Freshness(
+                alias=self.s.alias,
+                index=ret.index,
+                embedding_model=meta.get("embedding_model"),
+                dimension=meta.get("dimension"),
+                last_ingest_at=last,
+                age_seconds=age,
+            ),
+            timings_ms={k: round(v, 2) for k, v in timings.items()},
+            notes=notes,
         )
 
 

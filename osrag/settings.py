@@ -48,9 +48,7 @@ class Settings(BaseSettings):
     url: str = "http://127.0.0.1:9200"
     user: str | None = None
     password: SecretStr | None = None
-    verify_certs: bool | None = Field(
-        default=None, description="TLS verification; None means on for https."
-    )
+    verify_certs: bool | None = Field(default=None, description="TLS verification; None means on for https.")
     ca_certs: Path | None = None
     timeout_s: float = 30.0
     max_retries: int = 3

@@ -101,14 +101,17 @@ def drop_alias(client: Any, alias: str) -> None:
     from osrag.admin import PIPELINES
     from osrag.indexing import state_index
 
-    client.indices.delete(index=f"{alias}-*", ignore_unavailable=True, allow_no_indices=True,
-                          expand_wildcards="all")
+    client.indices.delete(
+        index=f"{alias}-*", ignore_unavailable=True, allow_no_indices=True, expand_wildcards="all"
+    )
     client.indices.delete(index=state_index(alias), ignore_unavailable=True)
     # The index template goes before the component template it is composed of.
     client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
     client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=404)
     for variant in PIPELINES.values():
-        client.transport.perform_request("DELETE", f"/_search/pipeline/{alias}-{variant}", params={"ignore": 404})
+        client.transport.perform_request(
+            "DELETE", f"/_search/pipeline/{alias}-{variant}", params={"ignore": 404}
+        )
 
 
 @pytest.fixture

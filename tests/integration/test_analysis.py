@@ -50,11 +50,21 @@ def admin(settings: Settings, osrag_cleanup: Callable[[str], None]) -> Admin:
     return adm
 
 
-def write_doc(root: Path, doc_id: str, body: str, *, title: str = "Справка", category: str = "faq",
-              archived: bool = False, tenant: str = "public") -> None:
+def write_doc(
+    root: Path,
+    doc_id: str,
+    body: str,
+    *,
+    title: str = "Справка",
+    category: str = "faq",
+    archived: bool = False,
+    tenant: str = "public",
+) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    front = (f"---\ndoc_id: {doc_id}\ntitle: {title}\ncategory: {category}\n"
-             f"archived: {str(archived).lower()}\ntenant: {tenant}\nupdated_at: 2026-01-01\n---\n")
+    front = (
+        f"---\ndoc_id: {doc_id}\ntitle: {title}\ncategory: {category}\n"
+        f"archived: {str(archived).lower()}\ntenant: {tenant}\nupdated_at: 2026-01-01\n---\n"
+    )
     (root / f"{doc_id}.md").write_text(front + body + "\n", encoding="utf-8")
 
 
@@ -77,8 +87,15 @@ def phrase_docs(settings: Settings, phrase: str) -> set[str]:
     client = make_client(settings)
     resp = client.search(
         index=settings.alias,
-        body={"size": 50, "query": {"bool": {"must": [{"match_phrase": {"text": phrase}}],
-                                             "filter": [visibility_filter(settings.alias)]}}},
+        body={
+            "size": 50,
+            "query": {
+                "bool": {
+                    "must": [{"match_phrase": {"text": phrase}}],
+                    "filter": [visibility_filter(settings.alias)],
+                }
+            },
+        },
     )
     return {h["_source"]["doc_id"] for h in resp["hits"]["hits"]}
 
@@ -102,19 +119,30 @@ def test_yo_folds_to_ye(admin: Admin) -> None:
 def test_hyphenated_code_yields_whole_and_parts(admin: Admin) -> None:
     toks = admin.analyze("LAMP-LIGHT-MINI")
     assert [(t["token"], t["position"]) for t in toks["ru_index"]] == [
-        ("lamp-light-mini", 0), ("lamplightmini", 0), ("lamp", 0), ("light", 1), ("mini", 2)]
+        ("lamp-light-mini", 0),
+        ("lamplightmini", 0),
+        ("lamp", 0),
+        ("light", 1),
+        ("mini", 2),
+    ]
     assert [t["token"] for t in toks["ru_search"]] == ["lamp-light-mini", "lamp", "light", "mini"]
     assert [t["token"] for t in toks["ru_quote"]] == ["lamp", "light", "mini"]
     assert [t["token"] for t in toks["ident"]] == ["lamp-light-mini"]
 
 
-def test_tea15_is_one_token_and_does_not_match_tea10(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_tea15_is_one_token_and_does_not_match_tea10(
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     for analyzer in ("ru_index", "ru_search", "ru_quote", "ident"):
         assert admin.tokens("TEA15", analyzer) == ["tea15"], analyzer
-    ingest(settings, tmp_path / "docs", {
-        "tea10": "Артикул TEA10: чёрный чай в пачке 100 г.",
-        "lamp": "Лампа LAMP-LIGHT: настольный светильник.",
-    })
+    ingest(
+        settings,
+        tmp_path / "docs",
+        {
+            "tea10": "Артикул TEA10: чёрный чай в пачке 100 г.",
+            "lamp": "Лампа LAMP-LIGHT: настольный светильник.",
+        },
+    )
     assert bm25_docs(settings, "TEA10") == ["tea10"]  # control: the chunk is there and findable
     assert bm25_docs(settings, "TEA15") == []
 
@@ -133,26 +161,34 @@ def test_tea15_is_one_token_and_does_not_match_tea10(admin: Admin, settings: Set
 #: * ident (the ``text.ident`` subfield) keeps the identifier whole, lowercased (and a
 #:   version ``v2.3.1`` also as ``2.3.1``, so "версия 2.3.1" meets it there too).
 IDENTIFIERS: list[tuple[str, list[str], list[str], list[str], tuple[str, ...]]] = [
-    ("E_CONFLICT_1042",
-     ["e_conflict_1042", "econflict", "e", "conflict", "1042"],
-     ["e_conflict_1042", "e", "conflict", "1042"],
-     ["e_conflict_1042"],
-     ("E_CONFLICT_1042", "1042", "ошибка 1042", "E_CONFLICT")),
-    ("v2.3.1",
-     ["v2.3.1", "2.3.1", "v2", "3", "1"],
-     ["v2.3.1", "v2", "3", "1"],
-     ["v2.3.1", "2.3.1"],
-     ("v2.3.1", "2.3.1", "версия 2.3.1")),
-    ("calculateTotal",
-     ["calculatetotal", "calculate", "total"],
-     ["calculatetotal", "calculate", "total"],
-     ["calculatetotal"],
-     ("calculateTotal", "calculate_total", "calculatetotal")),
-    ("calculate_total",
-     ["calculate_total", "calculatetotal", "calculate", "total"],
-     ["calculate_total", "calculate", "total"],
-     ["calculate_total"],
-     ("calculate_total", "calculateTotal", "calculatetotal")),
+    (
+        "E_CONFLICT_1042",
+        ["e_conflict_1042", "econflict", "e", "conflict", "1042"],
+        ["e_conflict_1042", "e", "conflict", "1042"],
+        ["e_conflict_1042"],
+        ("E_CONFLICT_1042", "1042", "ошибка 1042", "E_CONFLICT"),
+    ),
+    (
+        "v2.3.1",
+        ["v2.3.1", "2.3.1", "v2", "3", "1"],
+        ["v2.3.1", "v2", "3", "1"],
+        ["v2.3.1", "2.3.1"],
+        ("v2.3.1", "2.3.1", "версия 2.3.1"),
+    ),
+    (
+        "calculateTotal",
+        ["calculatetotal", "calculate", "total"],
+        ["calculatetotal", "calculate", "total"],
+        ["calculatetotal"],
+        ("calculateTotal", "calculate_total", "calculatetotal"),
+    ),
+    (
+        "calculate_total",
+        ["calculate_total", "calculatetotal", "calculate", "total"],
+        ["calculate_total", "calculate", "total"],
+        ["calculate_total"],
+        ("calculate_total", "calculateTotal", "calculatetotal"),
+    ),
 ]
 
 #: The chunk each identifier lives in, and distractors that share parts with them.
@@ -177,21 +213,40 @@ def _doc_id(identifier: str) -> str:
     return identifier.replace(".", "-")
 
 
-@pytest.mark.parametrize(("identifier", "ru_index", "ru_search", "ident", "queries"), IDENTIFIERS,
-                         ids=[row[0] for row in IDENTIFIERS])
-def test_identifier_tokens(admin: Admin, identifier: str, ru_index: list[str], ru_search: list[str],
-                           ident: list[str], queries: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("identifier", "ru_index", "ru_search", "ident", "queries"),
+    IDENTIFIERS,
+    ids=[row[0] for row in IDENTIFIERS],
+)
+def test_identifier_tokens(
+    admin: Admin,
+    identifier: str,
+    ru_index: list[str],
+    ru_search: list[str],
+    ident: list[str],
+    queries: tuple[str, ...],
+) -> None:
     got = admin.analyze(identifier, ("ru_index", "ru_search", "ident"))
     assert [t["token"] for t in got["ru_index"]] == ru_index
     assert [t["token"] for t in got["ru_search"]] == ru_search
     assert [t["token"] for t in got["ident"]] == ident
 
 
-@pytest.mark.parametrize(("identifier", "ru_index", "ru_search", "ident", "queries"), IDENTIFIERS,
-                         ids=[row[0] for row in IDENTIFIERS])
-def test_identifier_findable_by_exact_string_and_parts(admin: Admin, settings: Settings, tmp_path: Path,
-                                                       identifier: str, ru_index: list[str], ru_search: list[str],
-                                                       ident: list[str], queries: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("identifier", "ru_index", "ru_search", "ident", "queries"),
+    IDENTIFIERS,
+    ids=[row[0] for row in IDENTIFIERS],
+)
+def test_identifier_findable_by_exact_string_and_parts(
+    admin: Admin,
+    settings: Settings,
+    tmp_path: Path,
+    identifier: str,
+    ru_index: list[str],
+    ru_search: list[str],
+    ident: list[str],
+    queries: tuple[str, ...],
+) -> None:
     ingest(settings, tmp_path / "docs", {_doc_id(k): v for k, v in IDENT_CORPUS.items()})
     target = _doc_id(identifier)
     allowed_above = {_doc_id(x) for x in SAME_THING.get(identifier, set())}
@@ -204,13 +259,17 @@ def test_identifier_findable_by_exact_string_and_parts(admin: Admin, settings: S
 
 # --------------------------------------------------------------------------- phrases
 def test_phrase_across_identifier_and_negation(admin: Admin, settings: Settings, tmp_path: Path) -> None:
-    ingest(settings, tmp_path / "docs", {
-        "lamp-phrase": "Как заказ LAMP-LIGHT-MINI оформить без регистрации: нажмите «Купить».",
-        "lamp-reordered": "Оформить заказ LAMP-LIGHT-MINI можно в приложении.",
-        "neg-phrase": "В журнале: ошибка не на лампу, а на блок питания.",
-        "neg-reordered": "Ошибка на лампу не влияет на гарантию.",
-        "neg-missing": "Это ошибка на лампу в каталоге.",
-    })
+    ingest(
+        settings,
+        tmp_path / "docs",
+        {
+            "lamp-phrase": "Как заказ LAMP-LIGHT-MINI оформить без регистрации: нажмите «Купить».",
+            "lamp-reordered": "Оформить заказ LAMP-LIGHT-MINI можно в приложении.",
+            "neg-phrase": "В журнале: ошибка не на лампу, а на блок питания.",
+            "neg-reordered": "Ошибка на лампу не влияет на гарантию.",
+            "neg-missing": "Это ошибка на лампу в каталоге.",
+        },
+    )
     assert phrase_docs(settings, "заказ LAMP-LIGHT-MINI оформить") == {"lamp-phrase"}
     # The negation is part of the phrase: "ошибка на лампу" (no "не") must not match.
     assert phrase_docs(settings, "ошибка не на лампу") == {"neg-phrase"}
@@ -230,12 +289,20 @@ def test_bm25_ranking(admin: Admin, settings: Settings, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     write_doc(docs, "tea15", "Артикул TEA15: зелёный чай в пачке 100 г.", title="Чай")
     write_doc(docs, "tea10", "Артикул TEA10: чёрный чай в пачке 100 г.", title="Чай")
-    write_doc(docs, "tea-set", "Подарочный набор: TEA10, TEA15 и TEA20 в одной коробке со скидкой к празднику.",
-              title="Наборы")
+    write_doc(
+        docs,
+        "tea-set",
+        "Подарочный набор: TEA10, TEA15 и TEA20 в одной коробке со скидкой к празднику.",
+        title="Наборы",
+    )
     write_doc(docs, "lamp", "Лампа LAMP-LIGHT: настольный светильник.", title="Свет")
     write_doc(docs, "lamp-mini", "Лампа LAMP-LIGHT-MINI: маленький настольный светильник.", title="Свет мини")
-    write_doc(docs, "tea-return", "Открытые пачки чая принимаем обратно: вернуть их можно в течение 14 дней.",
-              title="Возврат вскрытого чая")
+    write_doc(
+        docs,
+        "tea-return",
+        "Открытые пачки чая принимаем обратно: вернуть их можно в течение 14 дней.",
+        title="Возврат вскрытого чая",
+    )
     write_doc(docs, "pay", "Оплатить заказ можно картой или наличными.", title="Оплата")
     ingest(settings, docs, {})
 
@@ -262,19 +329,33 @@ ARCHIVED_TEXT = "Вскрытую пачку зелёного чая можно 
 def test_filters_apply_to_both_heads(admin: Admin, settings: Settings, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     write_doc(docs, "archived-return", ARCHIVED_TEXT, title="Возврат чая", category="returns", archived=True)
-    write_doc(docs, "live-return", "Возврат товара: чек нужен, срок возврата 14 дней.", title="Возврат",
-              category="returns")
-    write_doc(docs, "promo-tea", "Скидка 10% на зелёный чай в пачках до конца месяца.", title="Акции",
-              category="promo")
+    write_doc(
+        docs,
+        "live-return",
+        "Возврат товара: чек нужен, срок возврата 14 дней.",
+        title="Возврат",
+        category="returns",
+    )
+    write_doc(
+        docs,
+        "promo-tea",
+        "Скидка 10% на зелёный чай в пачках до конца месяца.",
+        title="Акции",
+        category="promo",
+    )
     write_doc(docs, "promo-lamp", "Вторая лампа LAMP-LIGHT в подарок.", title="Акции", category="promo")
-    write_doc(docs, "delivery", "Доставка по городу занимает один день.", title="Доставка", category="delivery")
+    write_doc(
+        docs, "delivery", "Доставка по городу занимает один день.", title="Доставка", category="delivery"
+    )
     ingest(settings, docs, {})
     sc = SearchClient(settings)
     live = {"live-return", "promo-tea", "promo-lamp", "delivery"}
 
     # Unfiltered by archive, the archived chunk is the best match on both heads.
-    with_archived = [h.source["doc_id"] for h in
-                     sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"include_archived": True}).hits]
+    with_archived = [
+        h.source["doc_id"]
+        for h in sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"include_archived": True}).hits
+    ]
     assert with_archived[0] == "archived-return", with_archived
     for mode in ("bm25", "knn"):
         top = sc.retrieve(ARCHIVED_TEXT, mode=mode, filters={"include_archived": True}).hits[0]
@@ -291,14 +372,18 @@ def test_filters_apply_to_both_heads(admin: Admin, settings: Settings, tmp_path:
     assert {h.source["doc_id"] for h in hits} == {"promo-tea", "promo-lamp"}
     hits = sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"category": "returns"}).hits
     assert {h.source["doc_id"] for h in hits} == {"live-return"}
-    hits = sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"category": "returns", "include_archived": True}).hits
+    hits = sc.retrieve(
+        ARCHIVED_TEXT, mode="hybrid", filters={"category": "returns", "include_archived": True}
+    ).hits
     assert [h.source["doc_id"] for h in hits][0] == "archived-return"
 
     # The kNN head alone, k larger than the corpus: every live chunk, never the archived one.
     knn = [h.source["doc_id"] for h in sc.retrieve(ARCHIVED_TEXT, mode="knn", depth=50).hits]
     assert set(knn) == live, knn
-    knn_all = [h.source["doc_id"] for h in
-               sc.retrieve(ARCHIVED_TEXT, mode="knn", depth=50, filters={"include_archived": True}).hits]
+    knn_all = [
+        h.source["doc_id"]
+        for h in sc.retrieve(ARCHIVED_TEXT, mode="knn", depth=50, filters={"include_archived": True}).hits
+    ]
     assert set(knn_all) == live | {"archived-return"}, knn_all
 
 
@@ -322,8 +407,9 @@ STEMMERS = [
 ]
 
 
-def test_russian_vs_light_russian(admin: Admin, settings: Settings, unique_name: str,
-                                  osrag_cleanup: Callable[[str], None]) -> None:
+def test_russian_vs_light_russian(
+    admin: Admin, settings: Settings, unique_name: str, osrag_cleanup: Callable[[str], None]
+) -> None:
     light_settings = settings.model_copy(update={"stemmer": "light_russian", "alias": unique_name + "-light"})
     osrag_cleanup(light_settings.alias)
     light = Admin(light_settings)

@@ -21,7 +21,10 @@ def prefix(unique_name: str, os_client) -> Iterator[str]:  # noqa: ANN001
     yield unique_name
     os_client.indices.delete(index=f"{unique_name}-*", ignore_unavailable=True, expand_wildcards="all")
     for kind in ("_index_template", "_component_template"):
-        got = os_client.transport.perform_request("GET", f"/{kind}/{unique_name}-*", params={"ignore": 404}) or {}
+        got = (
+            os_client.transport.perform_request("GET", f"/{kind}/{unique_name}-*", params={"ignore": 404})
+            or {}
+        )
         key = "index_templates" if kind == "_index_template" else "component_templates"
         for item in got.get(key, []):
             os_client.transport.perform_request("DELETE", f"/{kind}/{item['name']}")
@@ -31,10 +34,19 @@ def prefix(unique_name: str, os_client) -> Iterator[str]:  # noqa: ANN001
             os_client.transport.perform_request("DELETE", f"/_search/pipeline/{name}")
 
 
-def test_eval_slice_writes_table_json_report_and_plot(opensearch_url: str, prefix: str, tmp_path: Path) -> None:
+def test_eval_slice_writes_table_json_report_and_plot(
+    opensearch_url: str, prefix: str, tmp_path: Path
+) -> None:
     base = Settings(url=opensearch_url, embedding_model="navec:news-300d", rerank=False, _env_file=None)
-    cfg = ev.EvalConfig(golden=REPO / "golden" / "golden.jsonl", corpus=REPO / "golden" / "corpus",
-                        out_dir=tmp_path / "report", budget=600, budgets=(300, 600), prefix=prefix, limit=12)
+    cfg = ev.EvalConfig(
+        golden=REPO / "golden" / "golden.jsonl",
+        corpus=REPO / "golden" / "corpus",
+        out_dir=tmp_path / "report",
+        budget=600,
+        budgets=(300, 600),
+        prefix=prefix,
+        limit=12,
+    )
     report = ev.run(base, cfg)
     names = [r["config"] for r in report["retrieval"]]
     assert "headings · bm25 russian" in names and "headings · bm25 standard analyzer" in names

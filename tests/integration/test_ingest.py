@@ -67,7 +67,9 @@ def sectioned(marker: str, sections: int, extra: str = "", doc_id: str | None = 
     return "\n".join(parts)
 
 
-def count(admin: Admin, doc_id: str | None = None, visible: bool = True, query: dict[str, Any] | None = None) -> int:
+def count(
+    admin: Admin, doc_id: str | None = None, visible: bool = True, query: dict[str, Any] | None = None
+) -> int:
     filters: list[dict[str, Any]] = []
     if doc_id is not None:
         filters.append({"term": {"doc_id": doc_id}})
@@ -98,8 +100,11 @@ def hidden(admin: Admin) -> list[str]:
 def token_sum(admin: Admin) -> int:
     resp = admin.cluster.client.search(
         index=admin.alias,
-        body={"size": 0, "query": {"bool": {"filter": [visibility_filter(admin.alias)]}},
-              "aggs": {"t": {"sum": {"field": "token_count"}}}},
+        body={
+            "size": 0,
+            "query": {"bool": {"filter": [visibility_filter(admin.alias)]}},
+            "aggs": {"t": {"sum": {"field": "token_count"}}},
+        },
     )
     return int(resp["aggregations"]["t"]["value"])
 
@@ -107,8 +112,13 @@ def token_sum(admin: Admin) -> int:
 def matching_docs(admin: Admin, word: str) -> set[str]:
     resp = admin.cluster.client.search(
         index=admin.alias,
-        body={"size": 100, "_source": ["doc_id"],
-              "query": {"bool": {"must": [{"match": {"text": word}}], "filter": [visibility_filter(admin.alias)]}}},
+        body={
+            "size": 100,
+            "_source": ["doc_id"],
+            "query": {
+                "bool": {"must": [{"match": {"text": word}}], "filter": [visibility_filter(admin.alias)]}
+            },
+        },
     )
     return {h["_source"]["doc_id"] for h in resp["hits"]["hits"]}
 
@@ -120,8 +130,11 @@ def reasons(report: Any) -> dict[str, str]:
 # ------------------------------------------------------------------ ingest, skip, update
 def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
     corpus = tmp_path / "kb"
-    write(corpus / "tea.md", "---\ndoc_id: tea-green\ntitle: Зелёный чай\ncategory: product\n---\n"
-          + sectioned("чай", 3, "Зелёный чай сенча заваривают при 80 градусах."))
+    write(
+        corpus / "tea.md",
+        "---\ndoc_id: tea-green\ntitle: Зелёный чай\ncategory: product\n---\n"
+        + sectioned("чай", 3, "Зелёный чай сенча заваривают при 80 градусах."),
+    )
     write(corpus / "delivery" / "zones.md", sectioned("доставка", 4, "Курьер привозит лампы по Москве."))
     write(corpus / "notes.txt", "Промокод TEA10 даёт скидку десять процентов на весь чай в корзине.\n")
     write(corpus / "ignored.pdf", "не документ")
@@ -166,15 +179,18 @@ def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Sett
 
 
 # ------------------------------------------------------------------ bad input
-def test_bad_files_fail_one_by_one_and_the_rest_is_indexed(admin: Admin, small_settings: Settings,
-                                                          tmp_path: Path) -> None:
+def test_bad_files_fail_one_by_one_and_the_rest_is_indexed(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     s = small_settings.model_copy(update={"max_file_mb": 0.05})
     corpus = tmp_path / "kb"
     write(corpus / "good-1.md", sectioned("лампа", 2))
     write(corpus / "good-2.md", sectioned("чай", 3))
     (corpus / "empty.md").write_bytes(b"")
     (corpus / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + bytes(range(256)) * 4)
-    (corpus / "cp1251.md").write_bytes("# Возврат товара\n\nВернуть чай можно в течение 14 дней.\n".encode("cp1251"))
+    (corpus / "cp1251.md").write_bytes(
+        "# Возврат товара\n\nВернуть чай можно в течение 14 дней.\n".encode("cp1251")
+    )
     big = write(corpus / "big.md", "# Большой\n\n" + "Валидный русский текст про чай и лампы. " * 830)
     assert 55_000 < big.stat().st_size < 100_000
 
@@ -191,8 +207,9 @@ def test_bad_files_fail_one_by_one_and_the_rest_is_indexed(admin: Admin, small_s
     assert report.as_dict()["failures"] == [{"path": p, "reason": r} for p, r in report.failed]
 
 
-def test_fifty_megabyte_file_rejected_by_size_without_reading(admin: Admin, small_settings: Settings,
-                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fifty_megabyte_file_rejected_by_size_without_reading(
+    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert small_settings.max_file_mb == 20.0  # the default limit
     corpus = tmp_path / "kb"
     huge = corpus / "huge.md"
@@ -224,8 +241,9 @@ def test_fifty_megabyte_file_rejected_by_size_without_reading(admin: Admin, smal
     assert report.seconds < 30
 
 
-def test_model_mismatch_refused_before_anything_is_written(admin: Admin, small_settings: Settings,
-                                                           tmp_path: Path) -> None:
+def test_model_mismatch_refused_before_anything_is_written(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     write(tmp_path / "a.md", sectioned("чай", 2))
     other = small_settings.model_copy(update={"embedding_model": "minilm:packaged"})
     client = admin.cluster.client
@@ -239,7 +257,9 @@ def test_model_mismatch_refused_before_anything_is_written(admin: Admin, small_s
     assert admin.meta()["last_ingest_at"] is None
 
 
-def test_embedder_of_another_dimension_refused(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+def test_embedder_of_another_dimension_refused(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     """Same model name, different vectors (e.g. a replaced model dir): refused, says reindex."""
     from sentence_transformers import SentenceTransformer
     from tokenizers import Tokenizer, pre_tokenizers
@@ -254,7 +274,8 @@ def test_embedder_of_another_dimension_refused(admin: Admin, small_settings: Set
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     weights = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
     SentenceTransformer(modules=[StaticEmbedding(tok, embedding_weights=weights)], device="cpu").save(
-        str(tmp_path / "tiny-model"))
+        str(tmp_path / "tiny-model")
+    )
     emb = embedder_for(small_settings, model_name=str(tmp_path / "tiny-model"))
     assert emb.dimension == 16  # loaded: a 16-dim model
     emb.model_name = "navec:news-300d"  # ...under the name the index is pinned to
@@ -266,7 +287,9 @@ def test_embedder_of_another_dimension_refused(admin: Admin, small_settings: Set
 
 
 # ------------------------------------------------------------------ atomic replacement
-def test_replacement_is_atomic_under_concurrent_reads(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+def test_replacement_is_atomic_under_concurrent_reads(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     doc = write(tmp_path / "kb" / "d.md", sectioned("альфа", 8, doc_id="D"))
     v1_text, v2_text = doc.read_text(encoding="utf-8"), sectioned("бета", 5, "Другой текст.", doc_id="D")
     first = Ingester(small_settings).ingest([doc])
@@ -274,8 +297,11 @@ def test_replacement_is_atomic_under_concurrent_reads(admin: Admin, small_settin
     (v1_key,) = versions(admin, "D")
 
     client = admin.cluster.client
-    body = {"size": 100, "_source": ["version_key"],
-            "query": {"bool": {"filter": [{"term": {"doc_id": "D"}}, visibility_filter(admin.alias)]}}}
+    body = {
+        "size": 100,
+        "_source": ["version_key"],
+        "query": {"bool": {"filter": [{"term": {"doc_id": "D"}}, visibility_filter(admin.alias)]}},
+    }
     seen: list[tuple[int, frozenset[str]]] = []
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -313,8 +339,9 @@ def test_replacement_is_atomic_under_concurrent_reads(admin: Admin, small_settin
     assert count(admin, "D", visible=False) == 5 and hidden(admin) == []
 
 
-def test_without_the_visibility_filter_a_mix_is_stored_before_the_flip(admin: Admin, small_settings: Settings,
-                                                                        tmp_path: Path) -> None:
+def test_without_the_visibility_filter_a_mix_is_stored_before_the_flip(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     """Deterministic: at the moment of the flip both versions are stored; only the filter hides one."""
     doc = write(tmp_path / "d.md", sectioned("альфа", 6, doc_id="D"))
     Ingester(small_settings).ingest([doc])
@@ -335,8 +362,9 @@ def test_without_the_visibility_filter_a_mix_is_stored_before_the_flip(admin: Ad
 
 
 # ------------------------------------------------------------------ bulk failures
-def test_bulk_item_failure_reported_and_no_partial_chunks_left(admin: Admin, small_settings: Settings,
-                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_item_failure_reported_and_no_partial_chunks_left(
+    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     corpus = tmp_path / "kb"
     write(corpus / "ok.md", sectioned("лампа", 3))
     write(corpus / "updated.md", sectioned("чай", 4))
@@ -382,7 +410,9 @@ def test_bulk_item_failure_reported_and_no_partial_chunks_left(admin: Admin, sma
 
 
 # ------------------------------------------------------------------ reindex lock
-def test_reindex_lock_refuses_ingest_until_cleared(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+def test_reindex_lock_refuses_ingest_until_cleared(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     write(tmp_path / "a.md", sectioned("чай", 2))
     index = admin.require_index()
     admin.update_meta(index, reindex_lock={"target": "x", "since": "2026-01-01T00:00:00+00:00"})
@@ -396,8 +426,9 @@ def test_reindex_lock_refuses_ingest_until_cleared(admin: Admin, small_settings:
 
 
 # ------------------------------------------------------------------ CLI
-def test_cli_ingest_json_summary_and_exit_code(admin: Admin, small_settings: Settings, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_ingest_json_summary_and_exit_code(
+    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from click.testing import CliRunner
 
     from osrag.cli import cli
@@ -435,7 +466,9 @@ def test_cli_ingest_json_summary_and_exit_code(admin: Admin, small_settings: Set
 
 
 # ------------------------------------------------------------------ duplicates, failed deletes
-def test_duplicate_doc_id_across_batches_is_refused(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+def test_duplicate_doc_id_across_batches_is_refused(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     s = small_settings.model_copy(update={"ingest_batch_docs": 1})  # every file its own batch
     write(tmp_path / "a.md", sectioned("чай", 2, doc_id="same"))
     write(tmp_path / "b.md", sectioned("лампа", 3, doc_id="same"))
@@ -448,7 +481,9 @@ def test_duplicate_doc_id_across_batches_is_refused(admin: Admin, small_settings
     assert (second.indexed, second.skipped, len(second.failed)) == (0, 1, 1)
 
 
-def test_chunks_that_survive_the_delete_stay_hidden(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+def test_chunks_that_survive_the_delete_stay_hidden(
+    admin: Admin, small_settings: Settings, tmp_path: Path
+) -> None:
     doc = write(tmp_path / "d.md", sectioned("альфа", 6, doc_id="D"))
     Ingester(small_settings).ingest([doc])
     (v1_key,) = versions(admin, "D")

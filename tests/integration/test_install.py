@@ -37,14 +37,19 @@ def _drift_pipeline(admin: Admin, rank_constant: int = 10) -> str:  # noqa: F811
     """Change the RRF pipeline on the server behind osrag's back; returns its name."""
     name = admin.pipeline_name("rrf")
     body = copy.deepcopy(admin.desired_pipelines()[name])
-    body["phase_results_processors"][0]["score-ranker-processor"]["combination"]["rank_constant"] = rank_constant
+    body["phase_results_processors"][0]["score-ranker-processor"]["combination"]["rank_constant"] = (
+        rank_constant
+    )
     admin.cluster.client.transport.perform_request("PUT", f"/_search/pipeline/{name}", body=body)
     return name
 
 
 def _cli_env(settings: Settings) -> dict[str, str]:
-    return {"OSRAG_URL": settings.url, "OSRAG_ALIAS": settings.alias,
-            "OSRAG_EMBEDDING_MODEL": "navec:news-300d"}
+    return {
+        "OSRAG_URL": settings.url,
+        "OSRAG_ALIAS": settings.alias,
+        "OSRAG_EMBEDDING_MODEL": "navec:news-300d",
+    }
 
 
 # --------------------------------------------------------------------------- install / check
@@ -79,13 +84,17 @@ def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:  
     assert admin.check() == []
 
 
-def test_check_on_missing_alias_reports_everything_missing(settings: Settings,
-                                                            osrag_cleanup: Callable[[str], None]) -> None:  # noqa: F811
+def test_check_on_missing_alias_reports_everything_missing(
+    settings: Settings, osrag_cleanup: Callable[[str], None]
+) -> None:  # noqa: F811
     adm = Admin(settings)  # nothing installed for this alias
     drifts = adm.check()
     alias = settings.alias
-    expected = {("component template", f"{alias}-analysis"), ("index template", f"{alias}-template"),
-                ("alias", alias)} | {("search pipeline", adm.pipeline_name(v)) for v in PIPELINES}
+    expected = {
+        ("component template", f"{alias}-analysis"),
+        ("index template", f"{alias}-template"),
+        ("alias", alias),
+    } | {("search pipeline", adm.pipeline_name(v)) for v in PIPELINES}
     assert {(d.kind, d.name) for d in drifts} == expected
     for d in drifts:
         assert d.differences in (["missing in cluster"], ["no index behind the alias"]), d
@@ -117,13 +126,19 @@ def test_strict_mapping_refuses_unknown_fields(admin: Admin, settings: Settings)
     assert raw.value.status_code == 400
     assert "strict_dynamic_mapping_exception" in str(raw.value)
     with pytest.raises(ClusterError, match="strict_dynamic_mapping_exception"):
-        admin.cluster.call("index", client.index, index=settings.alias, body={"chunk_id": "bad", "titel": "typo"})
+        admin.cluster.call(
+            "index", client.index, index=settings.alias, body={"chunk_id": "bad", "titel": "typo"}
+        )
     assert client.count(index=settings.alias)["count"] == 1
 
 
 # --------------------------------------------------------------------------- CLI
-def test_cli_install_check_exit_codes(admin: Admin, settings: Settings, tmp_path: Path,  # noqa: F811
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_install_check_exit_codes(
+    admin: Admin,
+    settings: Settings,
+    tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(tmp_path)  # no stray .env from the working directory
     runner = CliRunner()
     env = _cli_env(settings)
@@ -143,8 +158,12 @@ def test_cli_install_check_exit_codes(admin: Admin, settings: Settings, tmp_path
     assert res.exit_code == 0, res.output
 
 
-def test_cli_analyze_prints_tokens(admin: Admin, settings: Settings, tmp_path: Path,  # noqa: F811
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_analyze_prints_tokens(
+    admin: Admin,
+    settings: Settings,
+    tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli, ["analyze", "LAMP-LIGHT-MINI"], env=_cli_env(settings))
     assert res.exit_code == 0, res.output
@@ -161,8 +180,14 @@ def test_cli_analyze_prints_tokens(admin: Admin, settings: Settings, tmp_path: P
 def test_cli_unreachable_cluster_is_one_line_error(unique_name: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
     env.update({"OSRAG_URL": "http://127.0.0.1:9", "OSRAG_ALIAS": unique_name})
-    proc = subprocess.run([sys.executable, "-m", "osrag.cli", "install"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "osrag.cli", "install"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -38,11 +38,27 @@ MINILM = "minilm:packaged"
 NAVEC = "navec:news-300d"
 
 #: About 30 chunks: re-embedding them with MiniLM takes a few seconds.
-SMALL = ("account-registration", "promo-tea15", "faq-lamps", "product-lamp-light-mini", "delivery-pickup",
-         "loyalty-program")
+SMALL = (
+    "account-registration",
+    "promo-tea15",
+    "faq-lamps",
+    "product-lamp-light-mini",
+    "delivery-pickup",
+    "loyalty-program",
+)
 #: About 110 chunks, i.e. two re-embedding batches of 64: a kill lands after the first batch is written.
-KILL = SMALL + ("promo-rules", "returns-policy", "delivery-tariffs", "orders-errors", "api-partner",
-                "product-lamp-light", "returns-warranty", "orders-statuses", "faq-tea-storage", "promo-tea10")
+KILL = SMALL + (
+    "promo-rules",
+    "returns-policy",
+    "delivery-tariffs",
+    "orders-errors",
+    "api-partner",
+    "product-lamp-light",
+    "returns-warranty",
+    "orders-statuses",
+    "faq-tea-storage",
+    "promo-tea10",
+)
 QUERIES = (
     "код из СМС не приходит, не могу войти",
     "какая гарантия на LAMP-LIGHT-MINI",
@@ -54,7 +70,6 @@ QUERIES = (
 
 
 # ------------------------------------------------------------------ fixtures and helpers
-
 
 
 def make_corpus(dst: Path, names: Sequence[str], copies: int = 1) -> Path:
@@ -76,8 +91,9 @@ def ingest(settings: Settings, corpus: Path) -> Any:
     return report
 
 
-def top10(settings: Settings, queries: Sequence[str] = QUERIES,
-          modes: Sequence[str] = ("bm25", "hybrid")) -> dict[tuple[str, str], list[str]]:
+def top10(
+    settings: Settings, queries: Sequence[str] = QUERIES, modes: Sequence[str] = ("bm25", "hybrid")
+) -> dict[tuple[str, str], list[str]]:
     client = SearchClient(settings)
     out = {}
     for mode in modes:
@@ -102,14 +118,25 @@ def names(r: Reindexer) -> list[str]:
 
 def cli_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
-    env.update(OSRAG_URL=settings.url, OSRAG_ALIAS=settings.alias, OSRAG_CACHE_DIR=str(settings.cache_dir),
-               OSRAG_RERANK="false", **extra)
+    env.update(
+        OSRAG_URL=settings.url,
+        OSRAG_ALIAS=settings.alias,
+        OSRAG_CACHE_DIR=str(settings.cache_dir),
+        OSRAG_RERANK="false",
+        **extra,
+    )
     return env
 
 
 def run_cli(settings: Settings, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "osrag.cli", *args], cwd=cwd, env=cli_env(settings),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "osrag.cli", *args],
+        cwd=cwd,
+        env=cli_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def indexed_ops(client: Any, index: str) -> int:
@@ -126,7 +153,8 @@ def lock_of(admin: Admin, index: str) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------ readers during a reindex
 def test_searches_during_reindex_all_succeed_and_alias_always_names_one_index(
-        admin: Admin, settings: Settings, tmp_path: Path) -> None:
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", [p.stem for p in sorted(GOLDEN.glob("*.md"))], copies=2))
     client = admin.cluster.client
     old = admin.current_index()
@@ -209,7 +237,8 @@ def test_searches_during_reindex_all_succeed_and_alias_always_names_one_index(
 
 # ------------------------------------------------------------------ a reindex killed midway
 def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
-        admin: Admin, settings: Settings, tmp_path: Path) -> None:
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     corpus = make_corpus(tmp_path / "kb", KILL)
     ingest(settings, corpus)
     client = admin.cluster.client
@@ -222,7 +251,10 @@ def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
     with out.open("w") as fo, err.open("w") as fe:
         proc = subprocess.Popen(
             [sys.executable, "-m", "osrag.cli", "reindex", "--embedding-model", MINILM],
-            cwd=tmp_path, env=cli_env(settings, OSRAG_BULK_CHUNK_SIZE="16"), stdout=fo, stderr=fe,
+            cwd=tmp_path,
+            env=cli_env(settings, OSRAG_BULK_CHUNK_SIZE="16"),
+            stdout=fo,
+            stderr=fe,
         )
     try:
         deadline = time.monotonic() + 180
@@ -260,7 +292,11 @@ def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
         Ingester(settings).ingest([corpus])
     assert "reindex" in str(ei.value) and target in str(ei.value)
     st = status(settings)
-    assert st["index"] == old and st["reindex_lock"]["target"] == target and st["reindex_lock"]["state"] == "dead"
+    assert (
+        st["index"] == old
+        and st["reindex_lock"]["target"] == target
+        and st["reindex_lock"]["state"] == "dead"
+    )
     plan = Reindexer(settings).plan(MINILM)
     assert plan.stale_target == target and plan.lock_state == "dead"
 
@@ -317,7 +353,9 @@ def test_reindex_to_a_model_with_another_dimension(admin: Admin, settings: Setti
 
 
 # ------------------------------------------------------------------ same model: server-side _reindex
-def test_server_side_reindex_keeps_identical_results(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_server_side_reindex_keeps_identical_results(
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", KILL))
     old = admin.current_index()
     before = top10(settings)
@@ -375,7 +413,8 @@ def test_rollback_restores_previous_results_exactly(admin: Admin, settings: Sett
 
 # ------------------------------------------------------------------ cleanup and dry-run
 def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing(
-        admin: Admin, settings: Settings, tmp_path: Path) -> None:
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", SMALL[:2]))
     client = admin.cluster.client
     first = admin.current_index()
@@ -389,7 +428,11 @@ def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert plan["source"] == first and plan["target"] is None
-    assert (plan["target_model"], plan["target_dimension"], plan["method"]) == (MINILM, 384, "re-embed in Python")
+    assert (plan["target_model"], plan["target_dimension"], plan["method"]) == (
+        MINILM,
+        384,
+        "re-embed in Python",
+    )
     assert sorted(client.indices.get(index=f"{settings.alias}*", expand_wildcards="all")) == all_before
     assert admin.current_index() == first and lock_of(admin, first) is None
 
@@ -414,7 +457,11 @@ def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing
         proc = run_cli(settings, tmp_path, "cleanup", "--keep", "0")
         assert (proc.returncode, proc.stdout.strip()) == (0, "deleted: nothing")
         proc = run_cli(settings, tmp_path, "cleanup", "--keep", "-1")
-        assert proc.returncode != 0 and proc.stderr.startswith("osrag: error: --keep") and "Traceback" not in proc.stderr
+        assert (
+            proc.returncode != 0
+            and proc.stderr.startswith("osrag: error: --keep")
+            and "Traceback" not in proc.stderr
+        )
     finally:
         drop_alias(client, neighbour.alias)
 
@@ -431,7 +478,8 @@ def test_cleanup_keep_1_keeps_the_newest_old_index(admin: Admin, settings: Setti
 
 # ------------------------------------------------------------------ the lock: interrupted, live, foreign, aborted
 def test_interrupted_reindex_drops_its_index_and_releases_the_lock(
-        admin: Admin, settings: Settings, tmp_path: Path) -> None:
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     corpus = make_corpus(tmp_path / "kb", SMALL[:2])
     ingest(settings, corpus)
     client = admin.cluster.client
@@ -452,7 +500,8 @@ def test_interrupted_reindex_drops_its_index_and_releases_the_lock(
 
 
 def test_live_and_foreign_locks_are_respected_and_abort_releases_a_dead_one(
-        admin: Admin, settings: Settings, tmp_path: Path) -> None:
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
     corpus = make_corpus(tmp_path / "kb", SMALL[:1])
     ingest(settings, corpus)
     client = admin.cluster.client
@@ -463,8 +512,10 @@ def test_live_and_foreign_locks_are_respected_and_abort_releases_a_dead_one(
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        admin.update_meta(old, reindex_lock={"target": half, "since": since, "pid": sleeper.pid,
-                                             "host": socket.gethostname()})
+        admin.update_meta(
+            old,
+            reindex_lock={"target": half, "since": since, "pid": sleeper.pid, "host": socket.gethostname()},
+        )
         assert status(settings)["reindex_lock"]["state"] == "live"
         with pytest.raises(IndexStateError, match=f"pid {sleeper.pid}.*still running"):
             r.run()
@@ -482,7 +533,9 @@ def test_live_and_foreign_locks_are_respected_and_abort_releases_a_dead_one(
     assert status(settings)["reindex_lock"]["state"] == "dead"
 
     # Another host: cannot be checked from here, so a new run refuses and names the way out.
-    admin.update_meta(old, reindex_lock={"target": half, "since": since, "pid": 1, "host": "other-host.invalid"})
+    admin.update_meta(
+        old, reindex_lock={"target": half, "since": since, "pid": 1, "host": "other-host.invalid"}
+    )
     assert Reindexer(settings).plan().lock_state == "unknown"
     with pytest.raises(IndexStateError, match="other-host.invalid.*--abort"):
         r.run()

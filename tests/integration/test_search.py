@@ -39,53 +39,97 @@ REPO = Path(__file__).resolve().parents[2]
 # doc_id -> (category, archived, title, body). Near twins on purpose: TEA15/TEA10, LAMP-LIGHT-MINI/LAMP-LIGHT,
 # and an archived promo that matches a live one word for word.
 DOCS: dict[str, tuple[str, bool, str, str]] = {
-    "tea15": ("catalog", False, "Зелёный чай TEA15 Сенча", """# Зелёный чай TEA15 Сенча
+    "tea15": (
+        "catalog",
+        False,
+        "Зелёный чай TEA15 Сенча",
+        """# Зелёный чай TEA15 Сенча
 
 Артикул TEA15. Японский зелёный чай сенча первого сбора в упаковке 100 грамм. Цена 640 рублей.
 Заваривать водой 75 градусов, время настаивания две минуты, можно проливать до трёх раз.
 Вкус свежий, травянистый, с лёгкой сладостью и морскими нотами. Хранить в сухом прохладном месте.
-"""),
-    "tea10": ("catalog", False, "Зелёный чай TEA10 Гёкуро", """# Зелёный чай TEA10 Гёкуро
+""",
+    ),
+    "tea10": (
+        "catalog",
+        False,
+        "Зелёный чай TEA10 Гёкуро",
+        """# Зелёный чай TEA10 Гёкуро
 
 Артикул TEA10. Японский зелёный чай гёкуро теневого выращивания в упаковке 50 грамм. Цена 1200 рублей.
 Заваривать водой 60 градусов, время настаивания полторы минуты, можно проливать до четырёх раз.
 Вкус насыщенный, сладкий, с выраженным умами. Хранить в сухом прохладном месте.
-"""),
-    "lamp-mini": ("lighting", False, "Лампа LAMP-LIGHT-MINI", """# Настольная лампа LAMP-LIGHT-MINI
+""",
+    ),
+    "lamp-mini": (
+        "lighting",
+        False,
+        "Лампа LAMP-LIGHT-MINI",
+        """# Настольная лампа LAMP-LIGHT-MINI
 
 Модель LAMP-LIGHT-MINI — компактная настольная лампа для чайного столика высотой 25 сантиметров.
 Тёплый свет 2700 кельвинов, питание от USB, встроенный аккумулятор на шесть часов работы.
 Подходит для вечерних чайных церемоний. Гарантия один год.
-"""),
-    "lamp": ("lighting", False, "Лампа LAMP-LIGHT", """# Настольная лампа LAMP-LIGHT
+""",
+    ),
+    "lamp": (
+        "lighting",
+        False,
+        "Лампа LAMP-LIGHT",
+        """# Настольная лампа LAMP-LIGHT
 
 Модель LAMP-LIGHT — большая настольная лампа для чайного стола высотой 45 сантиметров.
 Тёплый свет 3000 кельвинов, питание от сети 220 вольт, регулятор яркости.
 Подходит для чайной комнаты и гостиной. Гарантия два года.
-"""),
-    "delivery": ("policy", False, "Доставка заказов", """# Доставка заказов
+""",
+    ),
+    "delivery": (
+        "policy",
+        False,
+        "Доставка заказов",
+        """# Доставка заказов
 
 Доставка чая и посуды по Москве курьером занимает один-два дня и стоит 300 рублей.
 При заказе от 3000 рублей доставка по Москве бесплатная.
 В другие города России заказы отправляются почтой и транспортными компаниями, срок от трёх до семи дней.
-"""),
-    "returns": ("policy", False, "Возврат товара", """# Возврат товара
+""",
+    ),
+    "returns": (
+        "policy",
+        False,
+        "Возврат товара",
+        """# Возврат товара
 
 Вернуть нераспечатанный чай можно в течение четырнадцати дней после получения заказа.
 Посуду и лампы с браком мы обменяем или вернём деньги по гарантии.
 Деньги возвращаются на карту в течение десяти рабочих дней.
-"""),
-    "oolong-promo-old": ("promo", True, "Акция на улун (архив)", """# Акция на улун
+""",
+    ),
+    "oolong-promo-old": (
+        "promo",
+        True,
+        "Акция на улун (архив)",
+        """# Акция на улун
 
 Скидка тридцать процентов на улун Те Гуань Инь при покупке двух упаковок. Акция на улун завершена.
 Улун Те Гуань Инь заваривают водой 90 градусов короткими проливами.
-"""),
-    "oolong-promo": ("promo", False, "Акция на улун", """# Акция на улун
+""",
+    ),
+    "oolong-promo": (
+        "promo",
+        False,
+        "Акция на улун",
+        """# Акция на улун
 
 Скидка десять процентов на улун Да Хун Пао при покупке двух упаковок до конца месяца.
 Улун Да Хун Пао заваривают водой 95 градусов короткими проливами.
-"""),
-    "brewing": ("guide", False, "Как заваривать чай", """# Как заваривать чай
+""",
+    ),
+    "brewing": (
+        "guide",
+        False,
+        "Как заваривать чай",
+        """# Как заваривать чай
 
 ## Зелёный чай
 
@@ -105,7 +149,8 @@ DOCS: dict[str, tuple[str, bool, str, str]] = {
 Пуэр перед завариванием промывают кипятком, первый настой сливают.
 Затем пуэр заваривают кипятком проливами по десять–тридцать секунд, увеличивая время с каждым проливом.
 Прессованный пуэр отламывают ножом для пуэра, примерно пять–семь грамм на чайник.
-"""),
+""",
+    ),
 }
 CATEGORY = {doc_id: v[0] for doc_id, v in DOCS.items()}
 
@@ -119,8 +164,15 @@ MODES = ("bm25", "knn", "hybrid")
 # --------------------------------------------------------------------------- fixtures and helpers
 def make_settings(url: str, alias: str, **kw: Any) -> Settings:
     """What the conftest ``settings`` fixture builds, for a module-scoped alias."""
-    return Settings(url=url, alias=alias, embedding_model="navec:news-300d", rerank=False,
-                    cache_dir=Settings().models_dir.parent, _env_file=None, **kw)
+    return Settings(
+        url=url,
+        alias=alias,
+        embedding_model="navec:news-300d",
+        rerank=False,
+        cache_dir=Settings().models_dir.parent,
+        _env_file=None,
+        **kw,
+    )
 
 
 def drop_alias(settings: Settings) -> None:
@@ -138,8 +190,10 @@ def cleanup(settings: Settings) -> Iterator[Settings]:
 def write_corpus(root: Path, docs: dict[str, tuple[str, bool, str, str]] = DOCS) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for doc_id, (category, archived, title, body) in docs.items():
-        front = (f"---\ndoc_id: {doc_id}\ntitle: {title}\ncategory: {category}\narchived: {str(archived).lower()}\n"
-                 f"tenant: public\nupdated_at: 2026-01-01\n---\n")
+        front = (
+            f"---\ndoc_id: {doc_id}\ntitle: {title}\ncategory: {category}\narchived: {str(archived).lower()}\n"
+            f"tenant: public\nupdated_at: 2026-01-01\n---\n"
+        )
         (root / f"{doc_id}.md").write_text(front + body, encoding="utf-8")
     return root
 
@@ -179,13 +233,16 @@ def hit_docs(sc: SearchClient, question: str, mode: str, **kw: Any) -> list[str]
 # --------------------------------------------------------------------------- identifiers and near twins
 @pytest.mark.parametrize(
     ("question", "expected", "twin"),
-    [("TEA15", "tea15", "tea10"),
-     ("LAMP-LIGHT-MINI", "lamp-mini", "lamp"),
-     ("LAMP-LIGHT", "lamp", "lamp-mini"),
-     ("сколько стоит TEA15", "tea15", "tea10")],
+    [
+        ("TEA15", "tea15", "tea10"),
+        ("LAMP-LIGHT-MINI", "lamp-mini", "lamp"),
+        ("LAMP-LIGHT", "lamp", "lamp-mini"),
+        ("сколько стоит TEA15", "tea15", "tea10"),
+    ],
 )
-def test_identifier_question_puts_the_exact_chunk_first(sc: SearchClient, question: str, expected: str,
-                                                       twin: str) -> None:
+def test_identifier_question_puts_the_exact_chunk_first(
+    sc: SearchClient, question: str, expected: str, twin: str
+) -> None:
     env = sc.search(question, budget_tokens=1000)
     assert env.status == "complete"
     assert env.passages[0].doc_id == expected
@@ -232,15 +289,18 @@ def test_archive_flag_in_search(sc: SearchClient) -> None:
 
 
 # --------------------------------------------------------------------------- reranking
-def test_reranker_failure_degrades_to_rrf_order_and_says_so(corpus: Settings, sc: SearchClient,
-                                                            tmp_path: Path) -> None:
+def test_reranker_failure_degrades_to_rrf_order_and_says_so(
+    corpus: Settings, sc: SearchClient, tmp_path: Path
+) -> None:
     missing = str(tmp_path / "no-such-reranker")
     broken = SearchClient(corpus.model_copy(update={"rerank": True, "reranker_model": missing}))
     env = broken.search(BREWING_Q, budget_tokens=1000)
     baseline = sc.search(BREWING_Q, budget_tokens=1000)
     assert env.rerank.used is False
     assert env.rerank.model == missing
-    assert env.rerank.note.startswith("reranker unavailable, ranked without it (fused order plus evidence): cannot load reranker")
+    assert env.rerank.note.startswith(
+        "reranker unavailable, ranked without it (fused order plus evidence): cannot load reranker"
+    )
     assert env.rerank.note in env.notes
     assert env.passages
     assert [p.chunk_id for p in env.passages] == [p.chunk_id for p in baseline.passages]
@@ -251,8 +311,9 @@ def test_reranker_failure_degrades_to_rrf_order_and_says_so(corpus: Settings, sc
     assert baseline.rerank.used is False and baseline.rerank.note == "disabled by configuration"
 
 
-def test_tiny_cross_encoder_reorders_by_its_scores(corpus: Settings, sc: SearchClient,
-                                                   tiny_reranker: str) -> None:
+def test_tiny_cross_encoder_reorders_by_its_scores(
+    corpus: Settings, sc: SearchClient, tiny_reranker: str
+) -> None:
     client = SearchClient(corpus.model_copy(update={"rerank": True, "reranker_model": tiny_reranker}))
     env = client.search(BREWING_Q, budget_tokens=1000)
     assert env.rerank.used is True
@@ -291,8 +352,9 @@ def relevant_costs(env: Envelope) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("budget", [50, 200, 1000])
-def test_budget_is_never_exceeded_and_omissions_add_up(sc: SearchClient, reference: Envelope, corpus: Settings,
-                                                       budget: int) -> None:
+def test_budget_is_never_exceeded_and_omissions_add_up(
+    sc: SearchClient, reference: Envelope, corpus: Settings, budget: int
+) -> None:
     env = sc.search(BREWING_Q, budget_tokens=budget)
     assert env.budget_tokens == budget
     assert env.spent_tokens <= budget
@@ -328,7 +390,9 @@ def test_tight_budget_is_budgeted_and_generous_is_complete(sc: SearchClient, ref
     assert f"left out: {tight.left_out_for_budget} for budget" in text
 
 
-def test_budget_below_every_unit_is_budgeted_not_nothing_relevant(sc: SearchClient, reference: Envelope) -> None:
+def test_budget_below_every_unit_is_budgeted_not_nothing_relevant(
+    sc: SearchClient, reference: Envelope
+) -> None:
     env = sc.search(BREWING_Q, budget_tokens=10)
     assert env.passages == [] and env.spent_tokens == 0
     assert env.status == "budgeted"
@@ -341,7 +405,11 @@ def test_budget_below_every_unit_is_budgeted_not_nothing_relevant(sc: SearchClie
 # --------------------------------------------------------------------------- nothing relevant vs on-topic
 @pytest.mark.parametrize(
     "question",
-    ["ипотека на квартиру в Сочи", "прогноз погоды на выходные в Санкт-Петербурге", "курс доллара к рублю на бирже"],
+    [
+        "ипотека на квартиру в Сочи",
+        "прогноз погоды на выходные в Санкт-Петербурге",
+        "курс доллара к рублю на бирже",
+    ],
 )
 def test_unrelated_question_is_nothing_relevant(sc: SearchClient, question: str) -> None:
     env = sc.search(question, budget_tokens=1000)
@@ -354,11 +422,13 @@ def test_unrelated_question_is_nothing_relevant(sc: SearchClient, question: str)
 
 @pytest.mark.parametrize(
     ("question", "expected"),
-    [("сколько стоит доставка по Москве", "delivery"),
-     (BREWING_Q, "brewing"),
-     ("какая гарантия на лампу LAMP-LIGHT-MINI", "lamp-mini"),
-     ("можно ли вернуть нераспечатанный чай", "returns"),
-     (OOLONG_Q, "oolong-promo")],
+    [
+        ("сколько стоит доставка по Москве", "delivery"),
+        (BREWING_Q, "brewing"),
+        ("какая гарантия на лампу LAMP-LIGHT-MINI", "lamp-mini"),
+        ("можно ли вернуть нераспечатанный чай", "returns"),
+        (OOLONG_Q, "oolong-promo"),
+    ],
 )
 def test_on_topic_questions_still_answer(sc: SearchClient, question: str, expected: str) -> None:
     env = sc.search(question, budget_tokens=1000)
@@ -402,15 +472,19 @@ def test_freshness_follows_a_later_ingest_for_a_long_lived_client(cleanup: Setti
     assert after.freshness.index == before.freshness.index
     assert after.freshness.last_ingest_at is not None
     assert dt.datetime.fromisoformat(after.freshness.last_ingest_at) > dt.datetime.fromisoformat(
-        before.freshness.last_ingest_at)
+        before.freshness.last_ingest_at
+    )
     assert after.freshness.age_seconds is not None and after.freshness.age_seconds < 60
 
 
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     ("question", "message"),
-    [("", "question is empty"), ("   \n", "question is empty"),
-     ("я" * 100_000, f"question is 100000 characters long; the limit is {MAX_QUESTION_CHARS}")],
+    [
+        ("", "question is empty"),
+        ("   \n", "question is empty"),
+        ("я" * 100_000, f"question is 100000 characters long; the limit is {MAX_QUESTION_CHARS}"),
+    ],
 )
 def test_bad_question_is_an_input_error(sc: SearchClient, question: str, message: str) -> None:
     with pytest.raises(InputError) as err:
@@ -477,27 +551,39 @@ def test_search_before_any_ingest_is_nothing_relevant(cleanup: Settings) -> None
 # --------------------------------------------------------------------------- the CLI
 def run_cli(corpus: Settings, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
-    env.update({
-        "OSRAG_URL": corpus.url,
-        "OSRAG_ALIAS": corpus.alias,
-        "OSRAG_EMBEDDING_MODEL": "navec:news-300d",
-        "OSRAG_RERANK": "false",
-        "OSRAG_CACHE_DIR": str(corpus.cache_dir),
-        "PYTHONPATH": str(REPO),
-    })
+    env.update(
+        {
+            "OSRAG_URL": corpus.url,
+            "OSRAG_ALIAS": corpus.alias,
+            "OSRAG_EMBEDDING_MODEL": "navec:news-300d",
+            "OSRAG_RERANK": "false",
+            "OSRAG_CACHE_DIR": str(corpus.cache_dir),
+            "PYTHONPATH": str(REPO),
+        }
+    )
     env.pop("OSRAG_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "osrag.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "osrag.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "needle"),
-    [(["search", "TEA15", "--budget", "0"], "token budget must be a positive integer, got 0"),
-     (["search", "TEA15", "--budget", "-5"], "token budget must be a positive integer, got -5"),
-     (["search", "TEA15", "--filter", "colour=red"], "unknown filter 'colour'"),
-     (["search", "   "], "question is empty")],
+    [
+        (["search", "TEA15", "--budget", "0"], "token budget must be a positive integer, got 0"),
+        (["search", "TEA15", "--budget", "-5"], "token budget must be a positive integer, got -5"),
+        (["search", "TEA15", "--filter", "colour=red"], "unknown filter 'colour'"),
+        (["search", "   "], "question is empty"),
+    ],
 )
-def test_cli_bad_input_is_one_error_line(corpus: Settings, tmp_path: Path, args: list[str], needle: str) -> None:
+def test_cli_bad_input_is_one_error_line(
+    corpus: Settings, tmp_path: Path, args: list[str], needle: str
+) -> None:
     proc = run_cli(corpus, tmp_path, *args)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr

@@ -22,9 +22,23 @@ pytestmark = pytest.mark.integration
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "corpus"
 DOCS = ("account-registration", "promo-tea15", "faq-lamps", "delivery-pickup")
-KEYS = {"cluster", "alias", "index", "drift", "template_version", "embedding_model", "dimension", "documents",
-        "chunks", "last_ingest_at", "last_ingest_age_s", "previous_index", "reindex_lock", "pipelines", "fusion"}
-
+KEYS = {
+    "cluster",
+    "alias",
+    "index",
+    "drift",
+    "template_version",
+    "embedding_model",
+    "dimension",
+    "documents",
+    "chunks",
+    "last_ingest_at",
+    "last_ingest_age_s",
+    "previous_index",
+    "reindex_lock",
+    "pipelines",
+    "fusion",
+}
 
 
 @pytest.fixture
@@ -32,11 +46,14 @@ def ingested(admin: Admin, settings: Settings, tmp_path: Path) -> tuple[Any, dt.
     corpus = tmp_path / "kb"
     corpus.mkdir()
     for name in DOCS:
-        (corpus / f"{name}.md").write_text((GOLDEN / f"{name}.md").read_text(encoding="utf-8"), encoding="utf-8")
+        (corpus / f"{name}.md").write_text(
+            (GOLDEN / f"{name}.md").read_text(encoding="utf-8"), encoding="utf-8"
+        )
     (corpus / "extra.md").write_text(
         "---\ndoc_id: extra-note\ntitle: Заметка\ncategory: misc\narchived: false\ntenant: public\n"
         "updated_at: 2026-01-01\n---\n# Заметка\n\nКороткая заметка про упаковку чая в подарочную коробку.\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     t0 = dt.datetime.now(dt.timezone.utc)
     report = Ingester(settings).ingest([corpus])
     t1 = dt.datetime.now(dt.timezone.utc)
@@ -44,16 +61,27 @@ def ingested(admin: Admin, settings: Settings, tmp_path: Path) -> tuple[Any, dt.
     return report, t0, t1
 
 
-def cli(settings: Settings, cwd: Path, *args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    settings: Settings, cwd: Path, *args: str, url: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
-    env.update(OSRAG_URL=url or settings.url, OSRAG_ALIAS=settings.alias, OSRAG_CACHE_DIR=str(settings.cache_dir))
-    return subprocess.run([sys.executable, "-m", "osrag.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env.update(
+        OSRAG_URL=url or settings.url, OSRAG_ALIAS=settings.alias, OSRAG_CACHE_DIR=str(settings.cache_dir)
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "osrag.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # ------------------------------------------------------------------ the library dict
 def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
-        admin: Admin, settings: Settings, ingested: tuple[Any, dt.datetime, dt.datetime]) -> None:
+    admin: Admin, settings: Settings, ingested: tuple[Any, dt.datetime, dt.datetime]
+) -> None:
     report, t0, t1 = ingested
     client = admin.cluster.client
     st = status(settings)
@@ -76,7 +104,10 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
     age_max = (dt.datetime.now(dt.timezone.utc) - t0).total_seconds()
     assert 0 <= st["last_ingest_age_s"] <= age_max
 
-    assert st["template_version"] == {"files": templates.TEMPLATE_VERSION, "cluster": templates.TEMPLATE_VERSION}
+    assert st["template_version"] == {
+        "files": templates.TEMPLATE_VERSION,
+        "cluster": templates.TEMPLATE_VERSION,
+    }
     assert st["drift"] == []
     assert (st["previous_index"], st["reindex_lock"], st["fusion"]) == (None, None, "rrf")
     assert st["pipelines"] == {v: admin.pipeline_name(v) for v in PIPELINES}
@@ -87,7 +118,12 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
 def test_status_before_the_first_ingest(admin: Admin, settings: Settings) -> None:
     st = status(settings)
     assert st["index"] == admin.current_index() is not None
-    assert (st["documents"], st["chunks"], st["last_ingest_at"], st["last_ingest_age_s"]) == (0, 0, None, None)
+    assert (st["documents"], st["chunks"], st["last_ingest_at"], st["last_ingest_age_s"]) == (
+        0,
+        0,
+        None,
+        None,
+    )
     assert st["drift"] == [] and st["dimension"] == 300
 
 
@@ -108,7 +144,10 @@ def test_status_shows_drift_and_template_version_mismatch(admin: Admin, settings
     client.indices.put_index_template(name=admin.template_name, body=body)
 
     st = status(settings)
-    assert st["template_version"] == {"files": templates.TEMPLATE_VERSION, "cluster": templates.TEMPLATE_VERSION + 41}
+    assert st["template_version"] == {
+        "files": templates.TEMPLATE_VERSION,
+        "cluster": templates.TEMPLATE_VERSION + 41,
+    }
     assert any(d.startswith(f"search pipeline {rrf}") and "missing in cluster" in d for d in st["drift"])
     assert any(d.startswith(f"index template {admin.template_name}") and "version" in d for d in st["drift"])
     admin.install()
@@ -116,8 +155,9 @@ def test_status_shows_drift_and_template_version_mismatch(admin: Admin, settings
 
 
 # ------------------------------------------------------------------ the command
-def test_cli_status_json_and_text(admin: Admin, settings: Settings, tmp_path: Path,
-                                  ingested: tuple[Any, dt.datetime, dt.datetime]) -> None:
+def test_cli_status_json_and_text(
+    admin: Admin, settings: Settings, tmp_path: Path, ingested: tuple[Any, dt.datetime, dt.datetime]
+) -> None:
     proc = cli(settings, tmp_path, "status", "--json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
@@ -136,12 +176,17 @@ def test_cli_status_json_and_text(admin: Admin, settings: Settings, tmp_path: Pa
     assert f"OpenSearch {want['cluster']['version']} at {settings.url}" in out
     assert f"alias {settings.alias} -> {want['index']}" in out
     assert "model: navec:news-300d (dim 300)" in out
-    assert f"documents: {want['documents']} · chunks: {want['chunks']} · last ingest: {want['last_ingest_at']}" in out
+    assert (
+        f"documents: {want['documents']} · chunks: {want['chunks']} · last ingest: {want['last_ingest_at']}"
+        in out
+    )
     assert re.search(r"template version: files \d+ · cluster \d+", out) and "drift: none" in out
 
 
 @pytest.mark.parametrize("args", [("status",), ("status", "--json")])
-def test_cli_status_with_an_unreachable_cluster(settings: Settings, tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_cli_status_with_an_unreachable_cluster(
+    settings: Settings, tmp_path: Path, args: tuple[str, ...]
+) -> None:
     proc = cli(settings, tmp_path, *args, url="http://127.0.0.1:9")
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr

@@ -311,8 +311,10 @@ def _random_case(rng: random.Random) -> tuple[list[Candidate], int, SelectionCon
     with_emb = rng.random() < 0.5
     cs = []
     for i in range(n):
-        text = rng.choice(base_texts) if rng.random() < 0.3 else f"уникальный{i} " + " ".join(
-            f"w{i}_{w}" for w in range(rng.randint(0, 10))
+        text = (
+            rng.choice(base_texts)
+            if rng.random() < 0.3
+            else f"уникальный{i} " + " ".join(f"w{i}_{w}" for w in range(rng.randint(0, 10)))
         )
         emb = None
         if with_emb and rng.random() < 0.8:

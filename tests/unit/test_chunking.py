@@ -465,7 +465,9 @@ def test_list_item_with_many_sub_items_repeats_parent_line() -> None:
 
 
 def test_list_lazy_continuation_and_fenced_code_inside_item() -> None:
-    md = "- первый пункт длинный\nи его продолжение\n- второй пункт:\n\n  ```\n  - не пункт\n  ```\n- третий\n"
+    md = (
+        "- первый пункт длинный\nи его продолжение\n- второй пункт:\n\n  ```\n  - не пункт\n  ```\n- третий\n"
+    )
     [c] = chunk_markdown(Document("l", md), cfg(100))
     assert c.kind == "list"
     assert c.body == md.strip()
@@ -609,9 +611,7 @@ def test_word_longer_than_limit_is_kept_whole() -> None:
 # Overlap
 # --------------------------------------------------------------------------
 
-PROSE = " ".join(
-    f"Условие {i} обязывает подрядчика уведомить заказчика о задержке." for i in range(24)
-)
+PROSE = " ".join(f"Условие {i} обязывает подрядчика уведомить заказчика о задержке." for i in range(24))
 
 
 def overlap_prefix(doc: Document, c: Chunk) -> str:

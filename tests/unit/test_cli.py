@@ -14,22 +14,37 @@ def test_version_and_help() -> None:
     r = CliRunner().invoke(cli, ["--version"])
     assert r.exit_code == 0 and __version__ in r.output
     r = CliRunner().invoke(cli, ["--help"])
-    for cmd in ("dev", "install", "analyze", "ingest", "search", "eval", "reindex", "rollback", "cleanup", "status", "demo"):
+    for cmd in (
+        "dev",
+        "install",
+        "analyze",
+        "ingest",
+        "search",
+        "eval",
+        "reindex",
+        "rollback",
+        "cleanup",
+        "status",
+        "demo",
+    ):
         assert cmd in r.output
 
 
 def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
     full.update(env)
-    return subprocess.run([sys.executable, "-m", "osrag.cli", *args], capture_output=True, text=True, env=full,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "osrag.cli", *args], capture_output=True, text=True, env=full, timeout=120
+    )
 
 
 def test_unreachable_cluster_is_one_line_not_a_traceback() -> None:
     p = _run("status", OSRAG_URL="http://127.0.0.1:9")
     assert p.returncode == 1
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("osrag: error: cannot reach OpenSearch at http://127.0.0.1:9")
+    assert len(lines) == 1 and lines[0].startswith(
+        "osrag: error: cannot reach OpenSearch at http://127.0.0.1:9"
+    )
     assert "Traceback" not in p.stderr
 
 

@@ -15,8 +15,28 @@ from osrag.embedding import Embedder, count_tokens_with, default_prefixes, load_
 from osrag.errors import ModelError
 from osrag.settings import Settings
 
-WORDS = ["<unk>", "<pad>", "query", "passage", ":", "чай", "чая", "возврат", "вернуть", "доставка",
-         "лампа", "лампы", "зеленый", "черный", "скидка", "промокод", "заказ", "курьер", "оплата", "карта"]
+WORDS = [
+    "<unk>",
+    "<pad>",
+    "query",
+    "passage",
+    ":",
+    "чай",
+    "чая",
+    "возврат",
+    "вернуть",
+    "доставка",
+    "лампа",
+    "лампы",
+    "зеленый",
+    "черный",
+    "скидка",
+    "промокод",
+    "заказ",
+    "курьер",
+    "оплата",
+    "карта",
+]
 DIM = 16
 
 
@@ -77,7 +97,9 @@ def test_import_and_construction_do_no_io(tmp_path: Path) -> None:
         print(json.dumps({{"heavy": heavy, "loaded": emb.loaded, "prefixes": [emb.query_prefix, emb.passage_prefix]}}))
         """
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"heavy": [], "loaded": False, "prefixes": ["", ""]}
@@ -174,8 +196,9 @@ def test_unknown_navec_variant_and_scheme_resolution(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-def test_navec_rebuild_race_keeps_the_finished_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     tiny_dir: Path) -> None:
+def test_navec_rebuild_race_keeps_the_finished_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_dir: Path
+) -> None:
     """A second process that finished the build first must not make ours fail."""
     import shutil
 

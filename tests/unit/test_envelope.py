@@ -17,10 +17,20 @@ from osrag.envelope import (
 )
 
 
-def passage(rank: int, chunk_id: str, heading_path: list[str], text: str, tokens: int, **kw: object) -> Passage:
-    return Passage(chunk_id=chunk_id, doc_id=chunk_id.split(":")[0], title=f"Title {chunk_id}",
-                   heading_path=heading_path, source=f"/docs/{chunk_id.split(':')[0]}.md", text=text,
-                   tokens=tokens, rank=rank, **kw)
+def passage(
+    rank: int, chunk_id: str, heading_path: list[str], text: str, tokens: int, **kw: object
+) -> Passage:
+    return Passage(
+        chunk_id=chunk_id,
+        doc_id=chunk_id.split(":")[0],
+        title=f"Title {chunk_id}",
+        heading_path=heading_path,
+        source=f"/docs/{chunk_id.split(':')[0]}.md",
+        text=text,
+        tokens=tokens,
+        rank=rank,
+        **kw,
+    )
 
 
 def envelope(**kw: object) -> Envelope:
@@ -31,23 +41,46 @@ def envelope(**kw: object) -> Envelope:
         budget_tokens=120,
         spent_tokens=110,
         passages=[
-            passage(1, "brewing:0", ["Как заваривать чай", "Зелёный чай"], "Вода 70–80 градусов.\nДве минуты.", 60,
-                    scores=StageScores(fused=0.0164, relevance=1.0)),
-            passage(2, "tea15:0", ["Зелёный чай TEA15 Сенча"], "Артикул TEA15.", 50,
-                    scores=StageScores(fused=0.0157, rerank=2.5, relevance=1.0), rerank_truncated=True),
+            passage(
+                1,
+                "brewing:0",
+                ["Как заваривать чай", "Зелёный чай"],
+                "Вода 70–80 градусов.\nДве минуты.",
+                60,
+                scores=StageScores(fused=0.0164, relevance=1.0),
+            ),
+            passage(
+                2,
+                "tea15:0",
+                ["Зелёный чай TEA15 Сенча"],
+                "Артикул TEA15.",
+                50,
+                scores=StageScores(fused=0.0157, rerank=2.5, relevance=1.0),
+                rerank_truncated=True,
+            ),
         ],
         left_out=[
             LeftOutItem(chunk_id="brewing:1", doc_id="brewing", tokens=57, reason="budget"),
-            LeftOutItem(chunk_id="tea10:0", doc_id="tea10", tokens=53, reason="duplicate", duplicate_of="tea15:0"),
+            LeftOutItem(
+                chunk_id="tea10:0", doc_id="tea10", tokens=53, reason="duplicate", duplicate_of="tea15:0"
+            ),
         ],
         left_out_for_budget=1,
         duplicates_dropped=1,
         below_threshold=5,
         candidates=9,
-        rerank=RerankInfo(model="tiny", used=True, note="1 candidate(s) truncated to 32 tokens for reranking"),
+        rerank=RerankInfo(
+            model="tiny", used=True, note="1 candidate(s) truncated to 32 tokens for reranking"
+        ),
         filters={"category": ["catalog", "guide"], "include_archived": False, "updated_after": "2026-01-01"},
-        freshness=Freshness(alias="a", index="a-fp-20260101", embedding_model="navec:news-300d", dimension=300,
-                            last_ingest_at="2026-01-01T00:00:00+00:00", age_seconds=7200.0),
+        freshness=Freshness(
+            alias="a",
+            index="a-fp-20260101",
+            embedding_model="navec:news-300d",
+            dimension=300,
+            last_ingest_at="2026-01-01T00:00:00+00:00",
+            age_seconds=7200.0,
+        ),
         timings_ms={"embed_query": 1.5, "retrieve": 12.25, "rerank": 3.0, "select": 0.5, "total": 20.0},
         notes=["a note for the reader"],
     )
@@ -62,8 +95,13 @@ def test_envelope_json_round_trip() -> None:
     data = json.loads(raw)  # plain JSON, no custom types
     assert data["status"] == "budgeted"
     assert data["passages"][0]["heading_path"] == ["Как заваривать чай", "Зелёный чай"]
-    assert data["left_out"][1] == {"chunk_id": "tea10:0", "doc_id": "tea10", "tokens": 53,
-                                   "reason": "duplicate", "duplicate_of": "tea15:0"}
+    assert data["left_out"][1] == {
+        "chunk_id": "tea10:0",
+        "doc_id": "tea10",
+        "tokens": 53,
+        "reason": "duplicate",
+        "duplicate_of": "tea15:0",
+    }
     assert data["filters"]["category"] == ["catalog", "guide"]
     assert data["freshness"]["age_seconds"] == 7200.0
     back = Envelope.model_validate_json(raw)
@@ -72,10 +110,18 @@ def test_envelope_json_round_trip() -> None:
 
 
 def test_envelope_json_round_trip_of_an_empty_answer() -> None:
-    env = envelope(status="nothing_relevant", message="no candidate passed the relevance threshold",
-                   spent_tokens=0, passages=[], left_out=[], left_out_for_budget=0, duplicates_dropped=0,
-                   rerank=RerankInfo(), notes=[],
-                   freshness=Freshness(alias="a", index="a-1"))
+    env = envelope(
+        status="nothing_relevant",
+        message="no candidate passed the relevance threshold",
+        spent_tokens=0,
+        passages=[],
+        left_out=[],
+        left_out_for_budget=0,
+        duplicates_dropped=0,
+        rerank=RerankInfo(),
+        notes=[],
+        freshness=Freshness(alias="a", index="a-1"),
+    )
     assert Envelope.model_validate_json(env.model_dump_json()) == env
     assert json.loads(env.model_dump_json())["freshness"]["last_ingest_at"] is None
 
@@ -121,13 +167,21 @@ def test_render_text_freshness_and_notes_come_last() -> None:
 
 
 def test_render_text_nothing_relevant_wording() -> None:
-    env = envelope(status="nothing_relevant", message="no candidate passed the relevance threshold",
-                   spent_tokens=0, passages=[], left_out=[], left_out_for_budget=0, duplicates_dropped=0,
-                   rerank=RerankInfo(note="disabled by configuration"))
+    env = envelope(
+        status="nothing_relevant",
+        message="no candidate passed the relevance threshold",
+        spent_tokens=0,
+        passages=[],
+        left_out=[],
+        left_out_for_budget=0,
+        duplicates_dropped=0,
+        rerank=RerankInfo(note="disabled by configuration"),
+    )
     out = render_text(env)
     lines = out.splitlines()
-    assert lines[0] == ("Ничего релевантного не найдено / nothing relevant found: "
-                        "no candidate passed the relevance threshold")
+    assert lines[0] == (
+        "Ничего релевантного не найдено / nothing relevant found: no candidate passed the relevance threshold"
+    )
     assert not any(ln.startswith("[") for ln in lines)
     assert "budget: 0/120 tokens · nothing_relevant · 0 passage(s) from 9 candidate(s)" in out
     assert "rerank off (disabled by configuration)" in out

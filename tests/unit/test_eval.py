@@ -38,7 +38,9 @@ def test_bad_golden_line_names_file_and_line(tmp_path: Path) -> None:
 
 
 def _hit(cid: str, doc: str, start: int, end: int, text: str = "w") -> Hit:
-    return Hit(chunk_id=cid, source={"doc_id": doc, "start": start, "end": end, "text": text}, fused=0.0, rank=0)
+    return Hit(
+        chunk_id=cid, source={"doc_id": doc, "start": start, "end": end, "text": text}, fused=0.0, rank=0
+    )
 
 
 def test_judge_by_span_overlap() -> None:
@@ -61,6 +63,8 @@ def test_topk_baseline_stops_at_the_first_chunk_that_does_not_fit() -> None:
 
 def test_delivery_metrics_count_off_topic_tokens() -> None:
     rel = {"d#A": ("d", 0, 10), "d#B": ("d", 10, 20)}
-    got = ev.delivery_metrics([({"doc_id": "d", "start": 0, "end": 5}, 30), ({"doc_id": "x", "start": 0, "end": 5}, 10)], rel)
+    got = ev.delivery_metrics(
+        [({"doc_id": "d", "start": 0, "end": 5}, 30), ({"doc_id": "x", "start": 0, "end": 5}, 10)], rel
+    )
     assert got["recall_in_budget"] == 0.5 and got["answered"] == 1.0
     assert got["tokens"] == 40 and got["off_topic_share"] == pytest.approx(0.25)

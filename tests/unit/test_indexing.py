@@ -30,9 +30,14 @@ def write(path: Path, text: str) -> Path:
 # ------------------------------------------------------------------ front matter
 def test_front_matter_parsed_and_stripped() -> None:
     meta, body = parse_front_matter(
-        "---\ndoc_id: promo-tea10\ntitle: \"Промокод TEA10\"\nurl: http://x/y:1\narchived: true\n---\n\n# Заголовок\nтекст\n"
+        '---\ndoc_id: promo-tea10\ntitle: "Промокод TEA10"\nurl: http://x/y:1\narchived: true\n---\n\n# Заголовок\nтекст\n'
     )
-    assert meta == {"doc_id": "promo-tea10", "title": "Промокод TEA10", "url": "http://x/y:1", "archived": "true"}
+    assert meta == {
+        "doc_id": "promo-tea10",
+        "title": "Промокод TEA10",
+        "url": "http://x/y:1",
+        "archived": "true",
+    }
     assert body == "# Заголовок\nтекст\n"
 
 
@@ -100,7 +105,15 @@ def test_read_document_crlf_and_bom(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("true", True), ("True", True), ("yes", True), ("1", True), ("false", False), ("no", False), (None, False)],
+    [
+        ("true", True),
+        ("True", True),
+        ("yes", True),
+        ("1", True),
+        ("false", False),
+        ("no", False),
+        (None, False),
+    ],
 )
 def test_archived_parsing(tmp_path: Path, value: str | None, expected: bool) -> None:
     front = f"---\narchived: {value}\n---\n" if value is not None else ""
@@ -146,7 +159,9 @@ def test_non_utf8_file_rejected_with_offset(tmp_path: Path) -> None:
     assert str(p) in str(ei.value)
 
 
-def test_file_over_limit_rejected_by_size_without_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_over_limit_rejected_by_size_without_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     p = tmp_path / "big.md"
     with p.open("wb") as f:  # sparse: 2 MB apparent size, nothing written
         f.truncate(2_000_000)
@@ -185,7 +200,16 @@ def test_missing_file_rejected(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ find_files
 def test_find_files_sorted_and_filtered_by_suffix(tmp_path: Path) -> None:
-    for name in ["b.md", "a.txt", "sub/z.markdown", "sub/a.MD", "c.pdf", "d.md.bak", "image.png", "sub/deeper/x.md"]:
+    for name in [
+        "b.md",
+        "a.txt",
+        "sub/z.markdown",
+        "sub/a.MD",
+        "c.pdf",
+        "d.md.bak",
+        "image.png",
+        "sub/deeper/x.md",
+    ]:
         write(tmp_path / name, "x")
     (tmp_path / "dir.md").mkdir()  # a directory named like a document is skipped
     got = [(f.relative_to(tmp_path).as_posix(), root) for f, root in find_files([tmp_path])]
@@ -207,7 +231,11 @@ def test_find_files_deterministic_and_explicit_files_kept(tmp_path: Path) -> Non
     single = write(tmp_path / "notes.rst", "x")  # an explicit file is taken as given
     got = list(find_files([d2, single, d1]))
     assert got == [
-        (d2 / "p.md", d2), (d2 / "q.md", d2), (single, tmp_path), (d1 / "p.md", d1), (d1 / "q.md", d1),
+        (d2 / "p.md", d2),
+        (d2 / "q.md", d2),
+        (single, tmp_path),
+        (d1 / "p.md", d1),
+        (d1 / "q.md", d1),
     ]
     assert list(find_files([d2, single, d1])) == got
     assert list(find_files([str(d1)])) == [(d1 / "p.md", d1), (d1 / "q.md", d1)]
@@ -216,9 +244,17 @@ def test_find_files_deterministic_and_explicit_files_kept(tmp_path: Path) -> Non
 # ------------------------------------------------------------------ chunk_source
 def _chunk(**kw: object) -> Chunk:
     base = dict(
-        doc_id="promo-tea10", ordinal=3, text="Промокод > Условия\n\nСкидка 10 %", body="Скидка 10 %",
-        heading_path=("Промокод", "Условия"), section_id="s2", parent_section_id="s1", kind="text",
-        start=120, end=131, token_count=7,
+        doc_id="promo-tea10",
+        ordinal=3,
+        text="Промокод > Условия\n\nСкидка 10 %",
+        body="Скидка 10 %",
+        heading_path=("Промокод", "Условия"),
+        section_id="s2",
+        parent_section_id="s1",
+        kind="text",
+        start=120,
+        end=131,
+        token_count=7,
     )
     base.update(kw)
     return Chunk(**base)  # type: ignore[arg-type]
@@ -226,9 +262,18 @@ def _chunk(**kw: object) -> Chunk:
 
 def test_chunk_source_maps_every_field() -> None:
     doc = Document(
-        doc_id="promo-tea10", text="...", source="golden/promo-tea10.md", title="Промокод TEA10",
-        metadata={"category": "promo", "tenant": "public", "acl": "staff, partners,, ", "archived": True,
-                  "updated_at": "2026-09-01T10:00:00", "format": "markdown"},
+        doc_id="promo-tea10",
+        text="...",
+        source="golden/promo-tea10.md",
+        title="Промокод TEA10",
+        metadata={
+            "category": "promo",
+            "tenant": "public",
+            "acl": "staff, partners,, ",
+            "archived": True,
+            "updated_at": "2026-09-01T10:00:00",
+            "format": "markdown",
+        },
     )
     src = chunk_source(doc, _chunk(), "promo-tea10@abc123", [0.5, 0.25], "2026-11-30T00:00:00+00:00")
     assert src == {
@@ -263,9 +308,16 @@ def test_chunk_source_maps_every_field() -> None:
 def test_chunk_source_drops_missing_optional_fields() -> None:
     import numpy as np
 
-    doc = Document(doc_id="a@b", text="x", source="a.md", title="A",
-                   metadata={"updated_at": "not a date", "archived": False})
-    src = chunk_source(doc, _chunk(doc_id="a@b", parent_section_id=None), "a@b@v1", np.ones(3, dtype=np.float32), "t")
+    doc = Document(
+        doc_id="a@b",
+        text="x",
+        source="a.md",
+        title="A",
+        metadata={"updated_at": "not a date", "archived": False},
+    )
+    src = chunk_source(
+        doc, _chunk(doc_id="a@b", parent_section_id=None), "a@b@v1", np.ones(3, dtype=np.float32), "t"
+    )
     for absent in ("category", "tenant", "acl", "updated_at", "parent_section_id"):
         assert absent not in src
     assert src["archived"] is False

@@ -35,9 +35,16 @@ def build_tiny_cross_encoder(path: Path, seed: int = 1234) -> Path:
     tokenizer = BertTokenizerFast.from_pretrained(str(path), model_max_length=MAX_LENGTH)
     assert "[UNK]" not in tokenizer.tokenize("зеленый чай tea")
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=37, max_position_embeddings=64, num_labels=1,
-                        initializer_range=0.2)  # wider than default: scores differ visibly between texts
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        num_labels=1,
+        initializer_range=0.2,
+    )  # wider than default: scores differ visibly between texts
     model = BertForSequenceClassification(config)
     model.eval()
     model.save_pretrained(path)
@@ -77,7 +84,8 @@ def test_score_is_deterministic_and_independent_of_batching(tiny_model: str) -> 
 def test_a_rebuilt_model_with_the_same_seed_scores_the_same(tiny_model: str, tmp_path: Path) -> None:
     other = str(build_tiny_cross_encoder(tmp_path / "again"))
     assert Reranker(other).score(QUESTION, TEXTS).scores == pytest.approx(
-        Reranker(tiny_model).score(QUESTION, TEXTS).scores, abs=1e-6)
+        Reranker(tiny_model).score(QUESTION, TEXTS).scores, abs=1e-6
+    )
 
 
 def test_truncation_is_flagged_for_a_text_past_max_length(tiny_model: str) -> None:

@@ -108,14 +108,24 @@ def test_parse_filters_bad_date_is_an_error_naming_the_filter(raw: str) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "want"),
-    [(True, True), (False, False), ("true", True), ("yes", True), ("1", True), ("false", False), ("no", False)],
+    [
+        (True, True),
+        (False, False),
+        ("true", True),
+        ("yes", True),
+        ("1", True),
+        ("false", False),
+        ("no", False),
+    ],
 )
 def test_parse_filters_include_archived(raw: Any, want: bool) -> None:
     assert parse_filters({"include_archived": raw}) == {"include_archived": want}
 
 
 def test_parse_filters_is_idempotent() -> None:
-    once = parse_filters({"category": "a,b", "updated_before": "2026-03-01T00:00", "include_archived": "true"})
+    once = parse_filters(
+        {"category": "a,b", "updated_before": "2026-03-01T00:00", "include_archived": "true"}
+    )
     assert parse_filters(once) == once
 
 
@@ -135,17 +145,36 @@ def test_filter_clauses_include_archived_drops_only_the_archive_clause() -> None
 
 
 def test_filter_clauses_visibility_is_always_present() -> None:
-    every = parse_filters({"category": "x", "tenant": "t", "acl": "g", "doc_id": "d", "kind": "table",
-                           "updated_after": "2026-01-01", "updated_before": "2026-02-01",
-                           "include_archived": True})
+    every = parse_filters(
+        {
+            "category": "x",
+            "tenant": "t",
+            "acl": "g",
+            "doc_id": "d",
+            "kind": "table",
+            "updated_after": "2026-01-01",
+            "updated_before": "2026-02-01",
+            "include_archived": True,
+        }
+    )
     assert set(every) == set(FILTER_KEYS)
     assert visibility_filter(ALIAS) in filter_clauses(ALIAS, every)
 
 
 def test_filter_clauses_terms_and_range() -> None:
-    clauses = filter_clauses(ALIAS, parse_filters(
-        {"category": "promo,product", "tenant": "public", "kind": "table", "doc_id": "d1",
-         "updated_after": "2026-01-01", "updated_before": "2026-02-01"}))
+    clauses = filter_clauses(
+        ALIAS,
+        parse_filters(
+            {
+                "category": "promo,product",
+                "tenant": "public",
+                "kind": "table",
+                "doc_id": "d1",
+                "updated_after": "2026-01-01",
+                "updated_before": "2026-02-01",
+            }
+        ),
+    )
     assert {"terms": {"category": ["promo", "product"]}} in clauses
     assert {"terms": {"tenant": ["public"]}} in clauses
     assert {"terms": {"kind": ["table"]}} in clauses
@@ -222,7 +251,8 @@ def test_hybrid_body_knn_depth_and_filters_on_both_heads() -> None:
 def test_knn_head_alone_carries_the_filter() -> None:
     flt = [{"terms": {"category": ["x"]}}]
     assert knn_head([0.0, 1.0], 5, flt) == {
-        "knn": {"embedding": {"vector": [0.0, 1.0], "k": 5, "filter": {"bool": {"filter": flt}}}}}
+        "knn": {"embedding": {"vector": [0.0, 1.0], "k": 5, "filter": {"bool": {"filter": flt}}}}
+    }
 
 
 # --------------------------------------------------------------------------- lexical_text (clause limit)
@@ -274,7 +304,10 @@ def test_term_coverage_is_the_share_of_terms_present() -> None:
 def test_identifier_terms_and_exact_matching() -> None:
     assert identifier_terms("сколько стоит TEA15?") == ["tea15"]
     assert identifier_terms("гарантия на LAMP-LIGHT-MINI, v2.3.1, E_PROMO_3004") == [
-        "e_promo_3004", "lamp-light-mini", "v2.3.1"]
+        "e_promo_3004",
+        "lamp-light-mini",
+        "v2.3.1",
+    ]
     assert identifier_terms("как заваривать зелёный чай") == []
     assert names_identifier(["tea15"], "Артикул TEA15. Цена 640 рублей.")
     assert not names_identifier(["tea15"], "Артикул TEA10. Цена 1200 рублей.")
@@ -299,9 +332,13 @@ def test_gate_passes_on_coverage_cosine_or_exact_code() -> None:
 # --------------------------------------------------------------------------- validate_question
 @pytest.mark.parametrize(
     ("question", "message"),
-    [("", "question is empty"), ("   \n\t ", "question is empty"),
-     ("x" * 100_000, f"question is 100000 characters long; the limit is {MAX_QUESTION_CHARS}"),
-     (None, "question must be text, got NoneType"), (42, "question must be text, got int")],
+    [
+        ("", "question is empty"),
+        ("   \n\t ", "question is empty"),
+        ("x" * 100_000, f"question is 100000 characters long; the limit is {MAX_QUESTION_CHARS}"),
+        (None, "question must be text, got NoneType"),
+        (42, "question must be text, got int"),
+    ],
 )
 def test_validate_question_refuses_bad_questions(question: Any, message: str) -> None:
     with pytest.raises(InputError) as err:
@@ -334,7 +371,9 @@ def test_search_refuses_an_unknown_filter_before_any_request(offline_client: Sea
 
 
 @pytest.mark.parametrize("question", ["", "  ", "я" * 100_000])
-def test_search_refuses_a_bad_question_before_any_request(offline_client: SearchClient, question: str) -> None:
+def test_search_refuses_a_bad_question_before_any_request(
+    offline_client: SearchClient, question: str
+) -> None:
     with pytest.raises(InputError, match="question is"):
         offline_client.search(question, budget_tokens=100)
 

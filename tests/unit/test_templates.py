@@ -32,7 +32,9 @@ def test_every_shipped_json_file_parses_and_renders() -> None:
     rrf = pipes[admin.pipeline_name("rrf")]["phase_results_processors"][0]["score-ranker-processor"]
     assert rrf["combination"]["technique"] == "rrf"
     assert rrf["combination"]["rank_constant"] == 60
-    knn = templates.load_template("knn-field", {"dimension": 7, "engine": "lucene", "m": 16, "ef_construction": 128})
+    knn = templates.load_template(
+        "knn-field", {"dimension": 7, "engine": "lucene", "m": 16, "ef_construction": 128}
+    )
     assert knn["embedding"]["dimension"] == 7
     # No placeholder survives rendering anywhere.
     assert "{{" not in json.dumps([comps, tpl, pipes], ensure_ascii=False)
