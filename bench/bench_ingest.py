@@ -99,7 +99,7 @@ def machine_info(settings: Settings) -> dict[str, str]:
     m = host()
     info = Admin(settings).cluster.info()
     return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": str(m["cores"]),
         "cpu": m["cpu"] or "unknown",
         "ram": m["memory"] or "unknown",
@@ -201,7 +201,7 @@ def run(scale: int, reps: int, model: str) -> str:
         for s in created:
             try:
                 cleanup(s)
-            except Exception as exc:  # noqa: BLE001 - keep cleaning the rest
+            except Exception as exc:
                 print(f"cleanup of {s.alias} failed: {exc}", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
 

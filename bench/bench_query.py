@@ -567,14 +567,14 @@ def report(
             ("hybrid+rerank", "search", args.rerank_reps),
             ("search", "hybrid", reps),
         ):
-            pr = paired(samples, lambda rep, qi, a=a: (n, a), lambda rep, qi, b_=b_: (n, b_), r, nq)
+            pr = paired(samples, lambda rep, qi, a=a, n=n: (n, a), lambda rep, qi, b_=b_, n=n: (n, b_), r, nq)
             cells.append(f"{p(n, a, 50) / p(n, b_, 50):.2f}× ({fmt_ratio(pr)})")
         L.append(f"| {label(n)} | " + " | ".join(cells) + " |")
     if len(sizes) > 1:
         others = [n for n in sizes if n != lo]
         L += [
             "",
-            f"Scaling with index size, per mode (p50 ratio, paired median in brackets; p95 ratio last):",
+            "Scaling with index size, per mode (p50 ratio, paired median in brackets; p95 ratio last):",
             "",
             "| mode | "
             + " | ".join(f"{label(n)} / {label(lo)}" for n in others)
@@ -585,7 +585,7 @@ def report(
             r = args.rerank_reps if mode == "hybrid+rerank" else reps
             cells = []
             for n in others:
-                pr = paired(samples, lambda rep, qi, n=n: (n, mode), lambda rep, qi: (lo, mode), r, nq)
+                pr = paired(samples, lambda rep, qi, n=n, mode=mode: (n, mode), lambda rep, qi, mode=mode: (lo, mode), r, nq)
                 cells.append(f"{p(n, mode, 50) / p(lo, mode, 50):.2f}× ({fmt_ratio(pr)})")
             L.append(
                 f"| {MODE_TITLES[mode]} | "

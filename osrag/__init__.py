@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Settings", "SearchClient", "OsragError", "__version__"]
+__all__ = ["OsragError", "SearchClient", "Settings", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from osrag.errors import OsragError

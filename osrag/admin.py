@@ -29,7 +29,7 @@ ANALYZERS = ("ru_index", "ru_search", "ru_quote", "ident")
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def embedder_for(
@@ -583,7 +583,7 @@ class Reindexer:
                 )
             if (self.admin.meta(source).get("reindex_lock") or {}).get("target") == target:
                 self.admin.update_meta(source, reindex_lock=None)
-        except Exception:  # noqa: BLE001 - the original error matters more; the next run cleans up
+        except Exception:
             pass
 
     def abort(self) -> dict[str, Any] | None:

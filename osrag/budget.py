@@ -71,12 +71,12 @@ import numpy as np
 __all__ = [
     "KINDS",
     "Candidate",
-    "SelectionConfig",
     "LeftOut",
     "Selection",
+    "SelectionConfig",
+    "cosine",
     "select",
     "shingle_overlap",
-    "cosine",
 ]
 
 KINDS: frozenset[str] = frozenset({"text", "table", "code", "list", "mixed"})

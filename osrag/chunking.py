@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "TokenCounter",
-    "simple_token_count",
-    "Document",
-    "Section",
+    "STRATEGIES",
     "Chunk",
     "ChunkingConfig",
-    "parse_sections",
+    "Document",
+    "Section",
+    "TokenCounter",
+    "chunk_document",
+    "chunk_fixed",
     "chunk_markdown",
     "chunk_text",
-    "chunk_fixed",
-    "chunk_document",
-    "STRATEGIES",
+    "parse_sections",
+    "simple_token_count",
 ]
 
 TokenCounter = Callable[[str], int]
@@ -275,9 +275,7 @@ def _footnote_end(lines: Sequence[_Line], i: int) -> int:
         if not t.strip():
             k += 1
             continue
-        if k == last + 1 and not _starts_block(lines, k):
-            pass
-        elif k > last + 1 and _indent(t) >= 2:
+        if (k == last + 1 and not _starts_block(lines, k)) or (k > last + 1 and _indent(t) >= 2):
             pass
         else:
             break
@@ -398,9 +396,7 @@ _DOTTED_ABBR_RE = re.compile(r"^(?:[^\W\d_]{1,3}\.)+[^\W\d_]{1,3}$")
 # Multi-letter abbreviations that end with a dot but rarely end a sentence.
 # Single letters ("т. е.", "и т. д.", "г.", initials "А. С.") are handled by rule.
 _ABBREVIATIONS = frozenset(
-    """гг вв см ср стр рис табл прим напр руб коп тыс млн млрд трлн др пр им ул
-    кв обл респ проф акад доц ст пп гл разд илл мин сек изд ред сокр англ лат
-    тел каб корп пос эт зам нач etc e.g i.e vs mr mrs dr no fig""".split()
+    ["гг", "вв", "см", "ср", "стр", "рис", "табл", "прим", "напр", "руб", "коп", "тыс", "млн", "млрд", "трлн", "др", "пр", "им", "ул", "кв", "обл", "респ", "проф", "акад", "доц", "ст", "пп", "гл", "разд", "илл", "мин", "сек", "изд", "ред", "сокр", "англ", "лат", "тел", "каб", "корп", "пос", "эт", "зам", "нач", "etc", "e.g", "i.e", "vs", "mr", "mrs", "dr", "no", "fig"]
 )
 
 
@@ -1104,7 +1100,7 @@ def _section_pieces(env: _Env, frame: _Frame, blocks: Sequence[tuple[int, _Block
         struct[idx] = framed
         para[idx - 1] = None if span[0] <= prev.start else _trim(text, prev.start, span[0])
     pieces: list[_Piece] = []
-    for idx, (bi, blk) in enumerate(blocks):
+    for idx, (bi, _blk) in enumerate(blocks):
         if idx in struct:
             pieces.extend(struct[idx])
         elif para.get(idx):

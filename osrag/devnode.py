@@ -99,7 +99,7 @@ class NodeStatus:
 class DevNode:
     """Fetch, install, start, stop and inspect the local node."""
 
-    def __init__(self, settings: Settings, log: "callable[[str], None] | None" = None) -> None:
+    def __init__(self, settings: Settings, log: callable[[str], None] | None = None) -> None:
         self.s = settings
         self.home = Path(settings.dev_home)
         self.version = settings.dev_opensearch_version
@@ -371,7 +371,7 @@ def _alive(pid: int) -> bool:
 def _ensure_node_user() -> None:
     try:
         pwd.getpwnam(NODE_USER)
-    except KeyError:
+    except KeyError as missing:
         proc = subprocess.run(
             [
                 "useradd",
@@ -388,7 +388,7 @@ def _ensure_node_user() -> None:
         if proc.returncode != 0 and "already exists" not in proc.stderr:
             raise LauncherError(
                 f"cannot create the user {NODE_USER} to run OpenSearch: {proc.stderr.strip()}"
-            )
+            ) from missing
 
 
 def _get_json(url: str, timeout: float = 2.0) -> object | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-__all__ = ["rrf", "min_max_arithmetic"]
+__all__ = ["min_max_arithmetic", "rrf"]
 
 
 def _check_weights(weights: Sequence[float] | None, n: int) -> list[float]:

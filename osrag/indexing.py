@@ -39,8 +39,8 @@ from typing import Any
 
 from osrag.admin import Admin, embedder_for, require_same_model, utcnow
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
-from osrag.embedding import Embedder
 from osrag.connection import translate_errors
+from osrag.embedding import Embedder
 from osrag.errors import ConfigError, DocumentError, IndexStateError
 from osrag.settings import Settings
 
@@ -535,4 +535,4 @@ def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) 
         progress(path, outcome)
 
 
-__all__ = ["Ingester", "IngestReport", "read_document", "find_files", "visibility_filter"]
+__all__ = ["IngestReport", "Ingester", "find_files", "read_document", "visibility_filter"]

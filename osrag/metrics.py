@@ -23,11 +23,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 __all__ = [
     "dedupe",
     "hit_at_k",
+    "mean",
+    "ndcg_at_k",
+    "percentile",
     "recall_at_k",
     "reciprocal_rank",
-    "ndcg_at_k",
-    "mean",
-    "percentile",
 ]
 
 

@@ -128,7 +128,7 @@ def admin(settings: Settings) -> Iterator[Any]:
 
 
 @pytest.fixture
-def os_client(opensearch_url: str):  # noqa: ANN201 - opensearchpy.OpenSearch
+def os_client(opensearch_url: str):
     from osrag.connection import make_client
 
     return make_client(Settings(url=opensearch_url, _env_file=None))

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def prefix(unique_name: str, os_client) -> Iterator[str]:  # noqa: ANN001
+def prefix(unique_name: str, os_client) -> Iterator[str]:
     yield unique_name
     os_client.indices.delete(index=f"{unique_name}-*", ignore_unavailable=True, expand_wildcards="all")
     for kind in ("_index_template", "_component_template"):

@@ -33,7 +33,7 @@ def _alias_indices(settings: Settings) -> dict[str, dict]:
     return {k: v.get("aliases", {}) for k, v in got.items() if k not in ("error", "status")}
 
 
-def _drift_pipeline(admin: Admin, rank_constant: int = 10) -> str:  # noqa: F811
+def _drift_pipeline(admin: Admin, rank_constant: int = 10) -> str:
     """Change the RRF pipeline on the server behind osrag's back; returns its name."""
     name = admin.pipeline_name("rrf")
     body = copy.deepcopy(admin.desired_pipelines()[name])
@@ -53,7 +53,7 @@ def _cli_env(settings: Settings) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- install / check
-def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:  # noqa: F811
+def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:
     first = admin.current_index()
     before = _alias_indices(settings)
     assert list(before) == [first]
@@ -67,7 +67,7 @@ def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:  # noq
     assert after[first][settings.alias].get("is_write_index") is True
 
 
-def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:  # noqa: F811
+def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:
     assert admin.check() == []
     name = _drift_pipeline(admin, rank_constant=10)
 
@@ -86,7 +86,7 @@ def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:  
 
 def test_check_on_missing_alias_reports_everything_missing(
     settings: Settings, osrag_cleanup: Callable[[str], None]
-) -> None:  # noqa: F811
+) -> None:
     adm = Admin(settings)  # nothing installed for this alias
     drifts = adm.check()
     alias = settings.alias
@@ -100,7 +100,7 @@ def test_check_on_missing_alias_reports_everything_missing(
         assert d.differences in (["missing in cluster"], ["no index behind the alias"]), d
 
 
-def test_index_meta_records_the_model(admin: Admin, settings: Settings) -> None:  # noqa: F811
+def test_index_meta_records_the_model(admin: Admin, settings: Settings) -> None:
     index = admin.require_index()
     meta = admin.meta(index)
     assert meta["embedding_model"] == "navec:news-300d"
@@ -115,7 +115,7 @@ def test_index_meta_records_the_model(admin: Admin, settings: Settings) -> None:
     assert mapping["dynamic"] == "strict"
 
 
-def test_strict_mapping_refuses_unknown_fields(admin: Admin, settings: Settings) -> None:  # noqa: F811
+def test_strict_mapping_refuses_unknown_fields(admin: Admin, settings: Settings) -> None:
     client = admin.cluster.client
     # Control: a document with known fields goes in through the alias.
     ok = client.index(index=settings.alias, body={"chunk_id": "ok", "text": "Лампа LAMP-LIGHT"}, refresh=True)
@@ -136,7 +136,7 @@ def test_strict_mapping_refuses_unknown_fields(admin: Admin, settings: Settings)
 def test_cli_install_check_exit_codes(
     admin: Admin,
     settings: Settings,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no stray .env from the working directory
@@ -161,7 +161,7 @@ def test_cli_install_check_exit_codes(
 def test_cli_analyze_prints_tokens(
     admin: Admin,
     settings: Settings,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)

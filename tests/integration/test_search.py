@@ -447,7 +447,7 @@ def test_freshness_and_timings(sc: SearchClient, corpus: Settings) -> None:
     assert f.last_ingest_at is not None
     last = dt.datetime.fromisoformat(f.last_ingest_at)
     assert last.tzinfo is not None
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     assert f.age_seconds is not None and 0 <= f.age_seconds < 3600
     assert f.age_seconds == pytest.approx((now - last).total_seconds(), abs=30)
     assert {"embed_query", "retrieve", "select", "total"} <= set(env.timings_ms)

@@ -54,9 +54,9 @@ def ingested(admin: Admin, settings: Settings, tmp_path: Path) -> tuple[Any, dt.
         "updated_at: 2026-01-01\n---\n# Заметка\n\nКороткая заметка про упаковку чая в подарочную коробку.\n",
         encoding="utf-8",
     )
-    t0 = dt.datetime.now(dt.timezone.utc)
+    t0 = dt.datetime.now(dt.UTC)
     report = Ingester(settings).ingest([corpus])
-    t1 = dt.datetime.now(dt.timezone.utc)
+    t1 = dt.datetime.now(dt.UTC)
     assert report.failed == [] and report.indexed == len(DOCS) + 1
     return report, t0, t1
 
@@ -101,7 +101,7 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
 
     last = dt.datetime.fromisoformat(st["last_ingest_at"])
     assert t0 <= last <= t1
-    age_max = (dt.datetime.now(dt.timezone.utc) - t0).total_seconds()
+    age_max = (dt.datetime.now(dt.UTC) - t0).total_seconds()
     assert 0 <= st["last_ingest_age_s"] <= age_max
 
     assert st["template_version"] == {

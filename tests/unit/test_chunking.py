@@ -307,7 +307,7 @@ def test_long_code_split_at_function_boundaries() -> None:
     for c in code:
         lines = c.body.splitlines()
         assert lines[0] == "Пример модуля:"  # the lead-in travels with every piece
-        assert lines[1] == "```python" and lines[-1] == "```" or c.kind == "mixed"
+        assert (lines[1] == "```python" and lines[-1] == "```") or c.kind == "mixed"
         assert c.token_count <= config.max_tokens
     for f in FUNCS:  # each small function is whole, in exactly one piece
         assert sum(f in c.body for c in code) == 1, f

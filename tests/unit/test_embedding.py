@@ -213,10 +213,10 @@ def test_navec_rebuild_race_keeps_the_finished_model(
         return real_rename(self, dst)
 
     class FakeNavec:  # only the vector file is faked; the build code runs for real
-        class vocab:  # noqa: N801
+        class vocab:
             words = ["<pad>", "<unk>", "чай"]
 
-        class pq:  # noqa: N801
+        class pq:
             @staticmethod
             def unpack() -> np.ndarray:
                 return np.ones((3, 4), dtype=np.float32)

@@ -140,7 +140,7 @@ def test_model_is_loaded_once_per_process(tiny_model: str) -> None:
     assert info.hits >= 1
 
 
-def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:  # noqa: ANN001
+def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:
     from osrag import rerank as rr
 
     missing = str(tmp_path / "no-such-model")
