@@ -585,7 +585,13 @@ def report(
             r = args.rerank_reps if mode == "hybrid+rerank" else reps
             cells = []
             for n in others:
-                pr = paired(samples, lambda rep, qi, n=n, mode=mode: (n, mode), lambda rep, qi, mode=mode: (lo, mode), r, nq)
+                pr = paired(
+                    samples,
+                    lambda rep, qi, n=n, mode=mode: (n, mode),
+                    lambda rep, qi, mode=mode: (lo, mode),
+                    r,
+                    nq,
+                )
                 cells.append(f"{p(n, mode, 50) / p(lo, mode, 50):.2f}× ({fmt_ratio(pr)})")
             L.append(
                 f"| {MODE_TITLES[mode]} | "
