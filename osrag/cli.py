@@ -394,6 +394,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     Runs offline: embeddings from navec:news-300d (built from the natasha
     package), no reranker (no trained cross-encoder is reachable offline).
     """
+    from importlib import resources
     from pathlib import Path
 
     from osrag.admin import Admin
@@ -401,7 +402,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     from osrag.envelope import render_text
     from osrag.indexing import Ingester
     from osrag.search import SearchClient
-    from osrag.settings import LOCAL_EMBEDDING_MODEL, REPO_ROOT
+    from osrag.settings import LOCAL_EMBEDDING_MODEL
 
     s = _settings()
     say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
@@ -412,7 +413,8 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     admin = Admin(s)
     result = admin.install()
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
-    path = Path(corpus) if corpus else REPO_ROOT / "golden" / "corpus"
+    # The sample corpus ships inside the package, so the demo runs from a wheel too.
+    path = Path(corpus) if corpus else Path(str(resources.files("osrag.sample_corpus")))
     report = Ingester(s, admin=admin).ingest([path])
     say(
         f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "

@@ -23,8 +23,6 @@ PRODUCTION_RERANKER_MODEL = "BAAI/bge-reranker-v2-m3"
 #: The offline model the demo, tests and eval use on machines with no model hub.
 LOCAL_EMBEDDING_MODEL = "navec:news-300d"
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 def default_dev_home() -> Path:
     """Where the local node lives.

@@ -12,17 +12,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from osrag.errors import ConfigError
-from osrag.settings import REPO_ROOT
 
 TEMPLATE_VERSION = 1
 PIPELINE_VERSION = 1
 
-TEMPLATES_DIR = REPO_ROOT / "index_templates"
-PIPELINES_DIR = REPO_ROOT / "pipelines"
+# Shipped inside the wheel as package data (see pyproject.toml); in a checkout they are the
+# top-level folders of the same names. Resolved lazily: no I/O at import.
+TEMPLATES_PACKAGE = "osrag.index_templates"
+PIPELINES_PACKAGE = "osrag.pipelines"
 
 _WHOLE = re.compile(r"^\{\{(\w+)\}\}$")
 _INLINE = re.compile(r"\{\{(\w+)\}\}")
@@ -48,7 +50,7 @@ def _param(params: dict[str, Any], name: str) -> Any:
     return params[name]
 
 
-def load(path: Path, params: dict[str, Any]) -> dict[str, Any]:
+def load(path: Traversable, params: dict[str, Any]) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -56,12 +58,17 @@ def load(path: Path, params: dict[str, Any]) -> dict[str, Any]:
     return render(raw, params)
 
 
+def resource(package: str, name: str) -> Traversable:
+    """One JSON file shipped with osrag (``index_templates/`` or ``pipelines/``)."""
+    return resources.files(package).joinpath(f"{name}.json")
+
+
 def load_template(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    return load(TEMPLATES_DIR / f"{name}.json", params)
+    return load(resource(TEMPLATES_PACKAGE, name), params)
 
 
 def load_pipeline(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    return load(PIPELINES_DIR / f"{name}.json", params)
+    return load(resource(PIPELINES_PACKAGE, name), params)
 
 
 def fingerprint(*parts: Any) -> str:
