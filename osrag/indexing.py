@@ -277,17 +277,40 @@ class Ingester:
     def ingest(
         self, paths: Iterable[str | Path], progress: Callable[[str, str], None] | None = None
     ) -> IngestReport:
+        max_bytes = int(self.s.max_file_mb * 1_000_000)
+
+        def read() -> Iterator[tuple[str, Document | DocumentError]]:
+            for path, root in find_files(paths):
+                try:
+                    yield str(path), read_document(path, root, max_bytes)
+                except DocumentError as exc:
+                    yield str(path), exc
+
+        return self._ingest(read(), progress)
+
+    def ingest_documents(
+        self, docs: Iterable[Document], progress: Callable[[str, str], None] | None = None
+    ) -> IngestReport:
+        """Documents built in memory (e.g. a BEIR corpus row each), on the same path as files."""
+        return self._ingest(((d.source or d.doc_id, d) for d in docs), progress)
+
+    def _ingest(
+        self,
+        items: Iterable[tuple[str, Document | DocumentError]],
+        progress: Callable[[str, str], None] | None,
+    ) -> IngestReport:
         started = time.perf_counter()
         index, emb = self._prepare_target()
         report = IngestReport(index=index)
         count = emb.count_tokens
-        max_bytes = int(self.s.max_file_mb * 1_000_000)
         batch: list[_Prepared] = []
         seen: set[str] = set()  # doc_ids taken by this ingest, across batches
-        for path, root in find_files(paths):
+        for path, doc_or_error in items:
             report.documents += 1
             try:
-                doc = read_document(path, root, max_bytes)
+                if isinstance(doc_or_error, DocumentError):
+                    raise doc_or_error
+                doc = doc_or_error
                 chunks = chunk_document(doc, self.strategy, self.config, count)
                 if not chunks:
                     raise DocumentError(str(path), "no indexable text after chunking")
