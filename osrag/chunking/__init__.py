@@ -1,0 +1,40 @@
+"""Chunking: documents -> retrieval units with breadcrumbs and exact char spans.
+
+A chunk is both what gets embedded and what gets cited, so a bad cut cannot
+be repaired later by a better embedder. The Markdown chunker therefore cuts
+along the document's own structure (headings, tables, fenced code, lists) and
+falls back to sentences, lines and words only when a piece is still too long.
+Every chunk carries ``start``/``end`` into ``Document.text``: eval relevance
+and citations are computed from spans, never from the (decorated) chunk text.
+
+Pure functions: no I/O, no randomness, no third-party Markdown parser.
+The package, bottom floor first (each module imports only the ones above it):
+
+- ``model``: ``Document``, ``Section``, ``Chunk``, ``ChunkingConfig``, the token counter;
+- ``markdown``: the line-based block scanner and ``parse_sections``;
+- ``splitting``: the sentence -> line -> word fallback for long prose;
+- ``frame``: the rendering context (breadcrumb, footnotes, budget) and ``_Piece``;
+- ``code`` and ``pieces``: tables, lists, code and lead-ins cut at their own seams;
+- ``packing``: greedy packing, overlap, small-chunk merging, emitting chunks;
+- ``chunkers``: ``chunk_markdown``, ``chunk_text``, ``chunk_document``; ``fixed``: the baseline.
+"""
+
+from osrag.chunking.chunkers import STRATEGIES, chunk_document, chunk_markdown, chunk_text
+from osrag.chunking.fixed import chunk_fixed
+from osrag.chunking.markdown import parse_sections
+from osrag.chunking.model import Chunk, ChunkingConfig, Document, Section, TokenCounter, simple_token_count
+
+__all__ = [
+    "STRATEGIES",
+    "Chunk",
+    "ChunkingConfig",
+    "Document",
+    "Section",
+    "TokenCounter",
+    "chunk_document",
+    "chunk_fixed",
+    "chunk_markdown",
+    "chunk_text",
+    "parse_sections",
+    "simple_token_count",
+]

@@ -1,0 +1,117 @@
+"""The public chunkers: structure-aware Markdown, recursive plain text, and the
+dispatcher by strategy name.
+"""
+
+from __future__ import annotations
+
+from osrag.chunking.fixed import chunk_fixed
+from osrag.chunking.frame import _chunk_path, _crumb, _Env, _Frame, _Piece
+from osrag.chunking.markdown import (
+    _content_end,
+    _content_start,
+    _parse,
+    _section_at,
+    _split_lines,
+    parse_sections,
+)
+from osrag.chunking.model import Chunk, ChunkingConfig, Document, TokenCounter, simple_token_count
+from osrag.chunking.packing import _emit, _Group, _merge_small, _merge_tiny_sections, _movable_notes, _pack
+from osrag.chunking.pieces import _para_pieces, _section_pieces
+
+# --------------------------------------------------------------------------
+# Public chunkers
+# --------------------------------------------------------------------------
+
+#: Frozen, so one shared instance is a safe default argument.
+_DEFAULT_CONFIG = ChunkingConfig()
+
+
+def chunk_markdown(
+    doc: Document,
+    config: ChunkingConfig = _DEFAULT_CONFIG,
+    count: TokenCounter = simple_token_count,
+) -> list[Chunk]:
+    """Structure-aware chunks: by headings, then blocks packed up to
+    ``max_tokens`` (tables/code/lists split at their own boundaries).
+
+    ``max_tokens`` holds for every chunk except, by design, (a) a single
+    whitespace-free word longer than the limit, which is never cut, and
+    (b) a single table row or code line that cannot fit even next to its
+    mandatory context (breadcrumb + table header, or fence + carried
+    signature). A breadcrumb longer than half the limit loses its outer
+    levels in ``text`` (``heading_path`` stays complete)."""
+    if not doc.text.strip():
+        return []
+    parsed = _parse(doc)
+    notes, moved = _movable_notes(doc.text, parsed.blocks, max(1, config.max_tokens // 3), count)
+    env = _Env(doc.text, parsed.lines, config, count, notes)
+    groups: list[_Group] = []
+    for sec, own in zip(parsed.sections, parsed.own):
+        path = _chunk_path(doc, sec)
+        frame = _Frame(env, _crumb(path, config, count))
+        blocks = [(bi, parsed.blocks[bi]) for bi in own if bi not in moved]
+        drafts = _merge_small(env, frame, _pack(env, frame, _section_pieces(env, frame, blocks)))
+        groups.append(_Group(sec, path, frame, tuple(drafts)))
+    groups = _merge_tiny_sections(env, parsed, groups)
+    return _emit(
+        doc,
+        env,
+        [(d, g.frame, g.path, g.section.section_id, g.section.parent_id) for g in groups for d in g.drafts],
+    )
+
+
+def chunk_text(
+    doc: Document,
+    config: ChunkingConfig = _DEFAULT_CONFIG,
+    count: TokenCounter = simple_token_count,
+) -> list[Chunk]:
+    """Recursive fallback for unstructured text: paragraph -> sentence ->
+    line -> words, with overlap. Never cuts inside a word; a single word
+    longer than ``max_tokens`` becomes its own (over-limit) chunk."""
+    text = doc.text
+    if not text.strip():
+        return []
+    lines = _split_lines(text)
+    env = _Env(text, lines, config, count, {})
+    title = doc.title.strip()
+    path = (title,) if title else ()
+    frame = _Frame(env, _crumb(path, config, count))
+    pieces: list[_Piece] = []
+    i, bi = 0, 0
+    while i < len(lines):
+        if not lines[i].text.strip():
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(lines) and lines[j + 1].text.strip():
+            j += 1
+        pieces.extend(_para_pieces(env, frame, _content_start(lines[i]), _content_end(lines[j]), bi))
+        bi += 1
+        i = j + 1
+    drafts = _merge_small(env, frame, _pack(env, frame, pieces))
+    sections = parse_sections(doc)
+    items = []
+    for d in drafts:
+        sec = _section_at(sections, min(p.start for p in d if p.kind != "overlap"))
+        sid = sec.section_id if sec else f"{doc.doc_id}#root"
+        items.append((d, frame, path, sid, sec.parent_id if sec else None))
+    return _emit(doc, env, items)
+
+
+STRATEGIES: tuple[str, ...] = ("markdown", "text", "fixed")
+
+
+def chunk_document(
+    doc: Document,
+    strategy: str = "markdown",
+    config: ChunkingConfig = _DEFAULT_CONFIG,
+    count: TokenCounter = simple_token_count,
+) -> list[Chunk]:
+    """Dispatch by strategy name (``STRATEGIES``); ``fixed`` uses its defaults."""
+    if strategy == "markdown":
+        return chunk_markdown(doc, config, count)
+    if strategy == "text":
+        return chunk_text(doc, config, count)
+    if strategy == "fixed":
+        return chunk_fixed(doc, count=count)
+    raise ValueError(f"unknown chunking strategy {strategy!r}; expected one of {STRATEGIES}")

@@ -1,0 +1,96 @@
+"""The data model: documents in, chunks out, the size knobs and the default token counter."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TokenCounter = Callable[[str], int]
+
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def simple_token_count(text: str) -> int:
+    """Count ``\\w+`` runs plus single non-space punctuation characters.
+
+    Deterministic and dependency-free, so tests and the eval baseline do not
+    hinge on a tokenizer download; production passes the embedder's counter.
+    """
+    return len(_TOKEN_RE.findall(text))
+
+
+# --------------------------------------------------------------------------
+# Public data model
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Document:
+    """One source document; the caller reads files and strips front matter."""
+
+    doc_id: str
+    text: str
+    source: str = ""
+    title: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading and everything under it, up to the next heading of the same
+    or a higher level. ``end`` excludes trailing blank space, so
+    ``text[start:end]`` is exactly what a parent-child lookup should return."""
+
+    section_id: str
+    heading_path: tuple[str, ...]
+    level: int
+    start: int
+    end: int
+    parent_id: str | None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrieval unit. ``text`` is embedded; ``start:end`` is the truth."""
+
+    doc_id: str
+    ordinal: int
+    text: str
+    body: str
+    heading_path: tuple[str, ...]
+    section_id: str
+    parent_section_id: str | None
+    kind: str
+    start: int
+    end: int
+    token_count: int
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.doc_id}:{self.ordinal}"
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """Size knobs. ``overlap`` is a fraction of ``max_tokens`` (10-15 % is
+    the usual starting point: enough to carry a sentence across a cut, small
+    enough not to flood top-k with near duplicates)."""
+
+    max_tokens: int = 350
+    min_tokens: int = 40
+    overlap: float = 0.12
+    breadcrumb: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise ValueError(f"min_tokens must be within 0..max_tokens, got {self.min_tokens}")
+        if not 0.0 <= self.overlap < 0.5:
+            raise ValueError(f"overlap must be within [0, 0.5), got {self.overlap}")
+
+    @property
+    def overlap_tokens(self) -> int:
+        return round(self.overlap * self.max_tokens)

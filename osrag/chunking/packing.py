@@ -1,0 +1,218 @@
+"""Packing pieces into chunks: greedy fill, prose overlap, small-chunk and tiny-section
+merging, and emitting ``Chunk`` objects with exact spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from osrag.chunking.frame import _Env, _Frame, _join, _Piece
+from osrag.chunking.markdown import _FOOTREF_RE, _Block, _Parsed
+from osrag.chunking.model import Chunk, Document, Section, TokenCounter
+from osrag.chunking.splitting import _WORD_RE, _sentence_bounds
+
+# --------------------------------------------------------------------------
+# Packing, overlap, small-chunk merging
+# --------------------------------------------------------------------------
+
+_Draft = list[_Piece]
+
+
+def _tail(s: str, target: int, count: TokenCounter) -> str:
+    """Longest suffix of ``s`` within ``target`` tokens, starting at a
+    sentence start when that keeps at least half the target, else at a word."""
+    if target <= 0:
+        return ""
+    word_pos: int | None = None
+    for m in reversed(list(_WORD_RE.finditer(s))[1:]):
+        if count(s[m.start() :]) > target:
+            break
+        word_pos = m.start()
+    if word_pos is None:
+        return ""
+    for a, _ in _sentence_bounds(s):
+        if a >= word_pos:
+            if a > 0 and 2 * count(s[a:]) >= target:
+                return s[a:]
+            break
+    return s[word_pos:]
+
+
+def _with_overlap(env: _Env, frame: _Frame, prev: _Draft, piece: _Piece) -> _Draft:
+    """Start a new chunk; prose continuing prose repeats the previous tail."""
+    if piece.kind != "text" or prev[-1].kind != "text":
+        return [piece]
+    run: list[_Piece] = []
+    for p in reversed(prev):
+        if p.kind not in ("text", "overlap"):
+            break
+        run.insert(0, p)
+    tail = _tail(_join(env.text, run), env.config.overlap_tokens, env.count)
+    while tail:
+        ov = _Piece(tail, prev[-1].end, prev[-1].end, "overlap", prev[-1].block)
+        if frame.fits(_join(env.text, [ov, piece])):
+            return [ov, piece]
+        words = tail.split(None, 1)
+        tail = words[1] if len(words) > 1 else ""
+    return [piece]
+
+
+def _pack(env: _Env, frame: _Frame, pieces: Sequence[_Piece]) -> list[_Draft]:
+    """Greedy: add pieces while the rendered chunk fits max_tokens."""
+    drafts: list[_Draft] = []
+    cur: _Draft = []
+    for p in pieces:
+        if cur and frame.fits(_join(env.text, [*cur, p])):
+            cur.append(p)
+            continue
+        if cur:
+            drafts.append(cur)
+            cur = _with_overlap(env, frame, cur, p)
+        else:
+            cur = [p]
+    if cur:
+        drafts.append(cur)
+    return drafts
+
+
+def _merged(a: _Draft, b: _Draft) -> _Draft:
+    return [*a, *(p for p in b if p.kind != "overlap")]
+
+
+def _merge_small(env: _Env, frame: _Frame, drafts: list[_Draft]) -> list[_Draft]:
+    """Chunks under min_tokens join a neighbour in the same section
+    (previous first) when the result still fits."""
+    out = list(drafts)
+    i = 0
+    while i < len(out):
+        if len(out) > 1 and frame.tokens(_join(env.text, out[i])) < env.config.min_tokens:
+            if i > 0:
+                m = _merged(out[i - 1], out[i])
+                if frame.fits(_join(env.text, m)):
+                    out[i - 1 : i + 1] = [m]
+                    continue
+            if i + 1 < len(out):
+                m = _merged(out[i], out[i + 1])
+                if frame.fits(_join(env.text, m)):
+                    out[i : i + 2] = [m]
+                    continue
+        i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class _Group:
+    section: Section
+    path: tuple[str, ...]
+    frame: _Frame
+    drafts: tuple[_Draft, ...]
+
+
+def _merge_tiny_sections(env: _Env, parsed: _Parsed, groups: list[_Group]) -> list[_Group]:
+    """A section that is one chunk under min_tokens absorbs the first chunk of
+    the following section when that one is its child or later sibling (or
+    their descendant); the merged chunk keeps the first breadcrumb and
+    carries the absorbed headings as Markdown lines."""
+    by_id = {s.section_id: s for s in parsed.sections}
+
+    def inside(sec: Section, ancestor: str | None) -> bool:
+        if ancestor is None:
+            return True
+        p = sec.parent_id
+        while p is not None:
+            if p == ancestor:
+                return True
+            p = by_id[p].parent_id
+        return False
+
+    heading_of = {s.section_id: parsed.heading[n] for n, s in enumerate(parsed.sections)}
+    out = list(groups)
+    for idx in range(len(out)):
+        g = out[idx]
+        if len(g.drafts) != 1:
+            continue
+        draft = g.drafts[0]
+        j = idx + 1
+        while g.frame.tokens(_join(env.text, draft)) < env.config.min_tokens:
+            k = j
+            while k < len(out) and not out[k].drafts:
+                k += 1
+            if k >= len(out) or not inside(out[k].section, g.section.parent_id):
+                break
+            heads: list[_Piece] = []
+            for m in range(j, k + 1):
+                hb = heading_of[out[m].section.section_id]
+                if hb >= 0:
+                    b = parsed.blocks[hb]
+                    heads.append(_Piece(env.text[b.start : b.end], b.start, b.end, "heading"))
+            cand = _merged([*draft, *heads], out[k].drafts[0])
+            if not g.frame.fits(_join(env.text, cand)):
+                break
+            draft = cand
+            rest = out[k].drafts[1:]
+            out[k] = _Group(out[k].section, out[k].path, out[k].frame, rest)
+            j = k + 1
+            if rest:
+                break
+        out[idx] = _Group(g.section, g.path, g.frame, (draft,))
+    return out
+
+
+def _kind(pieces: Sequence[_Piece]) -> str:
+    kinds = {p.kind for p in pieces if p.kind not in ("overlap", "heading")}
+    if not kinds:
+        return "text"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _emit(
+    doc: Document,
+    env: _Env,
+    items: Sequence[tuple[_Draft, _Frame, tuple[str, ...], str, str | None]],
+) -> list[Chunk]:
+    out: list[Chunk] = []
+    for draft, frame, path, sid, parent in items:
+        body = env.with_notes(_join(env.text, draft))
+        if not body.strip():
+            continue
+        new = [p for p in draft if p.kind != "overlap"]
+        text = f"{frame.crumb}\n\n{body}" if frame.crumb else body
+        out.append(
+            Chunk(
+                doc_id=doc.doc_id,
+                ordinal=len(out),
+                text=text,
+                body=body,
+                heading_path=path,
+                section_id=sid,
+                parent_section_id=parent,
+                kind=_kind(draft),
+                start=min(p.start for p in new),
+                end=max(p.end for p in new),
+                token_count=env.count(text),
+            )
+        )
+    return out
+
+
+def _movable_notes(
+    text: str, blocks: Sequence[_Block], limit: int, count: TokenCounter
+) -> tuple[dict[str, str], frozenset[int]]:
+    """Footnote definitions that move next to their references: referenced
+    and small (<= ``limit`` tokens). Others stay where they are, as prose."""
+    defs: dict[str, int] = {}
+    refs: set[str] = set()
+    for bi, b in enumerate(blocks):
+        if b.kind == "footnote":
+            defs.setdefault(b.label, bi)
+        else:
+            refs.update(m.group(1) for m in _FOOTREF_RE.finditer(text, b.start, b.end))
+    notes: dict[str, str] = {}
+    moved: set[int] = set()
+    for label, bi in defs.items():
+        body = text[blocks[bi].start : blocks[bi].end]
+        if label in refs and count(body) <= limit:
+            notes[label] = body
+            moved.add(bi)
+    return notes, frozenset(moved)

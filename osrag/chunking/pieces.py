@@ -1,0 +1,272 @@
+"""Pieces: atomic, pre-sized parts of a section's blocks that the packer combines.
+
+Tables split by rows (header repeated), lists between items (lead-in repeated),
+code by ``osrag.chunking.code``; a lead-in or caption travels with the structure it introduces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from osrag.chunking.code import _code_pieces
+from osrag.chunking.frame import _Env, _Frame, _Piece
+from osrag.chunking.markdown import (
+    _CAPTION_RE,
+    _HRULE_RE,
+    _LIST_RE,
+    _Block,
+    _closes_fence,
+    _content_end,
+    _indent,
+    _Line,
+    _open_fence,
+)
+from osrag.chunking.splitting import _group_spans, _prefixed, _sentence_spans, _split_units, _trim
+
+
+def _para_pieces(env: _Env, frame: _Frame, s: int, e: int, bi: int) -> list[_Piece]:
+    units = _split_units(env.text, s, e, frame.fits, frame.fits_tight)
+    return [_Piece(env.text[a:b], a, b, "text", bi) for a, b in units]
+
+
+def _table_pieces(
+    env: _Env, frame: _Frame, block: _Block, intro: tuple[int, int] | None, bi: int
+) -> list[_Piece]:
+    """Split by rows; header + separator (+ caption) repeat in every piece."""
+    text, L = env.text, env.lines
+    lead = intro[0] if intro else block.start
+    whole = text[lead : block.end]
+    rows = range(block.first + 2, block.last + 1)
+    if frame.fits(whole) or not rows:
+        return [_Piece(whole, lead, block.end, "table", bi)]
+    header = _prefixed(
+        text[intro[0] : intro[1]] if intro else "",
+        text[block.start : _content_end(L[block.first + 1])],
+    )
+    spans: list[tuple[int, int]] = []
+    cur: tuple[int, int] | None = None
+    for r in rows:
+        s, e = L[r].start, _content_end(L[r])
+        if cur is not None and frame.fits(f"{header}\n{text[cur[0] : e]}"):
+            cur = (cur[0], e)
+            continue
+        if cur is not None:
+            spans.append(cur)
+        cur = (s, e)  # a row that does not fit even alone still stays whole
+    if cur is not None:
+        spans.append(cur)
+    return [
+        _Piece(f"{header}\n{text[s:e]}", lead if n == 0 else _content_start_at(text, s), e, "table", bi)
+        for n, (s, e) in enumerate(spans)
+    ]
+
+
+def _content_start_at(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t":
+        pos += 1
+    return pos
+
+
+# ---- lists ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Item:
+    first: int  # line index of the marker line
+    start: int  # offset of that line's start (indentation kept for nesting)
+    end: int
+    head_end: int  # end of the lines before the first child item
+    children: tuple[_Item, ...]
+
+
+def _list_items(lines: Sequence[_Line], block: _Block) -> tuple[_Item, ...]:
+    is_item: dict[int, bool] = {}
+    fence: str | None = None
+    for k in range(block.first, block.last + 1):
+        t = lines[k].text
+        if fence is not None:
+            is_item[k] = False
+            if _closes_fence(t, fence):
+                fence = None
+            continue
+        f = _open_fence(t, max_indent=None)
+        if f is not None:
+            fence = f
+            is_item[k] = False
+            continue
+        is_item[k] = bool(_LIST_RE.match(t)) and not _HRULE_RE.match(t)
+
+    def last_nonblank(a: int, b: int) -> int:
+        while b > a and not lines[b].text.strip():
+            b -= 1
+        return b
+
+    def items(lo: int, hi: int) -> tuple[_Item, ...]:
+        marks = [k for k in range(lo, hi + 1) if is_item[k]]
+        if not marks:
+            return ()
+        lvl = min(_indent(lines[k].text) for k in marks)
+        tops = [k for k in marks if _indent(lines[k].text) <= lvl + 1]
+        out: list[_Item] = []
+        for a, k in enumerate(tops):
+            last = last_nonblank(k, tops[a + 1] - 1 if a + 1 < len(tops) else hi)
+            kids = items(k + 1, last)
+            head_last = last_nonblank(k, kids[0].first - 1) if kids else last
+            out.append(
+                _Item(
+                    k,
+                    lines[k].start,
+                    _content_end(lines[last]),
+                    _content_end(lines[head_last]),
+                    kids,
+                )
+            )
+        return tuple(out)
+
+    return items(block.first, block.last)
+
+
+def _split_items(env: _Env, frame: _Frame, items: Sequence[_Item], header: str) -> list[tuple[str, int, int]]:
+    """Pack items greedily between item boundaries, ``header`` on every piece."""
+    text = env.text
+    out: list[tuple[str, int, int]] = []
+    run: list[_Item] = []
+
+    def flush() -> None:
+        if run:
+            out.append((_prefixed(header, text[run[0].start : run[-1].end]), run[0].start, run[-1].end))
+            run.clear()
+
+    for it in items:
+        if run and frame.fits(_prefixed(header, text[run[0].start : it.end])):
+            run.append(it)
+            continue
+        flush()
+        if frame.fits(_prefixed(header, text[it.start : it.end])):
+            run.append(it)
+        else:
+            out.extend(_split_big_item(env, frame, it, header))
+    flush()
+    return out
+
+
+def _split_big_item(env: _Env, frame: _Frame, it: _Item, header: str) -> list[tuple[str, int, int]]:
+    """An item that alone is too long: its sub-items go under a repeated
+    parent line; an item without sub-items falls back to sentences/words."""
+    text = env.text
+    head = text[it.start : it.head_end]
+    out: list[tuple[str, int, int]] = []
+    if it.children:
+        h2 = _prefixed(header, head)
+        if frame.tokens(h2) <= env.config.max_tokens // 2:
+            sub = _split_items(env, frame, it.children, h2)
+            if sub:
+                sub[0] = (sub[0][0], it.start, sub[0][2])  # the parent line is new here
+            return sub
+
+    def fits(b: str) -> bool:
+        return frame.fits(_prefixed(header, b))
+
+    def tight(b: str) -> bool:
+        return frame.fits_tight(_prefixed(header, b))
+
+    s = _content_start_at(text, it.start)
+    units = _split_units(text, s, it.head_end, fits, tight)
+    for a, b in _group_spans(text, units, fits):
+        out.append((_prefixed(header, text[a:b]), a, b))
+    if it.children:
+        out.extend(_split_items(env, frame, it.children, header))
+    return out
+
+
+def _list_pieces(
+    env: _Env, frame: _Frame, block: _Block, intro: tuple[int, int] | None, bi: int
+) -> list[_Piece]:
+    """Split between top-level items; the lead-in repeats in every piece."""
+    text = env.text
+    lead = intro[0] if intro else block.start
+    whole = text[lead : block.end]
+    if frame.fits(whole):
+        return [_Piece(whole, lead, block.end, "list", bi)]
+    header = text[intro[0] : intro[1]] if intro else ""
+    raw = _split_items(env, frame, _list_items(env.lines, block), header)
+    pieces = [_Piece(body, _content_start_at(text, s), e, "list", bi) for body, s, e in raw]
+    if pieces:
+        pieces[0] = _Piece(pieces[0].body, lead, pieces[0].end, "list", bi)
+    return pieces
+
+
+# ---- sections ------------------------------------------------------------
+
+
+def _ends_with_colon(s: str) -> bool:
+    return s.rstrip().rstrip("*_").rstrip().endswith((":", "："))
+
+
+def _intro_span(env: _Env, frame: _Frame, para: _Block, kind: str) -> tuple[int, int] | None:
+    """The lead-in / caption that must travel with a following structure.
+
+    Short enough (<= 1/3 of the body budget) to be repeated in every piece;
+    of a longer paragraph only its last sentence is taken."""
+    text = env.text
+    ptext = text[para.start : para.end]
+    colon = _ends_with_colon(ptext)
+    if not (colon or (kind == "table" and _CAPTION_RE.match(ptext))):
+        return None
+    limit = max(1, frame.budget() // 3)
+    if env.count(ptext) <= limit:
+        return (para.start, para.end)
+    if colon:
+        sents = _sentence_spans(text, para.start, para.end)
+        if len(sents) > 1 and env.count(text[sents[-1][0] : sents[-1][1]]) <= limit:
+            return sents[-1]
+    return None
+
+
+_StructBuilder = Callable[[_Env, _Frame, _Block, "tuple[int, int] | None", int], list[_Piece]]
+
+
+def _section_pieces(env: _Env, frame: _Frame, blocks: Sequence[tuple[int, _Block]]) -> list[_Piece]:
+    """Blocks of one section -> pieces, lead-ins/captions attached to the
+    structure they introduce."""
+    text = env.text
+    builders: dict[str, _StructBuilder] = {
+        "table": _table_pieces,
+        "list": _list_pieces,
+        "code": _code_pieces,
+    }
+    para: dict[int, tuple[int, int] | None] = {}
+    struct: dict[int, list[_Piece]] = {}
+    for idx, (bi, blk) in enumerate(blocks):
+        if blk.kind in ("paragraph", "footnote"):
+            para[idx] = (blk.start, blk.end)
+            continue
+        build = builders.get(blk.kind)
+        if build is None:
+            continue
+        plain = build(env, frame, blk, None, bi)
+        struct[idx] = plain
+        prev = blocks[idx - 1][1] if idx > 0 else None
+        if prev is None or prev.kind != "paragraph" or para.get(idx - 1) != (prev.start, prev.end):
+            continue
+        span = _intro_span(env, frame, prev, blk.kind)
+        if span is None:
+            continue
+        framed = build(env, frame, blk, span, bi)
+        if _overflow(frame, framed) > _overflow(frame, plain):
+            continue  # the lead-in would push pieces over the limit: keep it as prose
+        struct[idx] = framed
+        para[idx - 1] = None if span[0] <= prev.start else _trim(text, prev.start, span[0])
+    pieces: list[_Piece] = []
+    for idx, (bi, _blk) in enumerate(blocks):
+        if idx in struct:
+            pieces.extend(struct[idx])
+        elif para.get(idx):
+            s, e = para[idx]  # type: ignore[misc]
+            pieces.extend(_para_pieces(env, frame, s, e, bi))
+    return pieces
+
+
+def _overflow(frame: _Frame, pieces: Sequence[_Piece]) -> int:
+    return sum(not frame.fits(p.body) for p in pieces)
