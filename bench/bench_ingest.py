@@ -36,9 +36,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from osrag.admin import PIPELINES, Admin  # noqa: E402
+from osrag.admin import Admin  # noqa: E402
 from osrag.chunking import ChunkingConfig, chunk_document  # noqa: E402
-from osrag.indexing import Ingester, find_files, read_document, state_index  # noqa: E402
+from osrag.indexing import Ingester, find_files, read_document  # noqa: E402
+from osrag.names import PIPELINES, state_index  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 GOLDEN = REPO / "golden" / "corpus"

@@ -47,10 +47,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from osrag.admin import Admin, embedder_for, utcnow  # noqa: E402
+from osrag.admin import Admin  # noqa: E402
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document  # noqa: E402
-from osrag.embedding import quiet_transformers  # noqa: E402
-from osrag.indexing import HIDDEN_ID, chunk_source, find_files, read_document, state_index  # noqa: E402
+from osrag.embedding import embedder_for, quiet_transformers  # noqa: E402
+from osrag.indexing import chunk_source, find_files, read_document  # noqa: E402
+from osrag.names import HIDDEN_ID, state_index, utcnow  # noqa: E402
 from osrag.rerank import Reranker  # noqa: E402
 from osrag.search import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402

@@ -11,7 +11,6 @@ lock. Everything an admin sees here is installed from the JSON files in
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,31 +19,19 @@ from typing import Any
 from osrag import templates
 from osrag.connection import Cluster
 from osrag.connection import translate_errors as translate
-from osrag.embedding import Embedder
+from osrag.embedding import Embedder, embedder_for
 from osrag.errors import ConfigError, IndexStateError
+from osrag.names import (
+    ANALYZERS,
+    PIPELINES,
+    age_seconds,
+    pipeline_name,
+    state_index,
+    template_name,
+    utcnow,
+    visibility_filter,
+)
 from osrag.settings import Settings
-
-PIPELINES = {"rrf": "hybrid-rrf", "minmax": "hybrid-minmax", "rrf-explain": "hybrid-rrf-explain"}
-ANALYZERS = ("ru_index", "ru_search", "ru_quote", "ident")
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def embedder_for(
-    settings: Settings, model_name: str | None = None, meta: dict[str, Any] | None = None
-) -> Embedder:
-    """The embedder an index is pinned to (from its ``_meta``), else the configured one."""
-    meta = meta or {}
-    return Embedder(
-        model_name or meta.get("embedding_model") or settings.effective_embedding_model,
-        models_dir=settings.models_dir,
-        device=settings.device,
-        batch_size=settings.embedding_batch_size,
-        query_prefix=meta.get("query_prefix", settings.embedding_query_prefix),
-        passage_prefix=meta.get("passage_prefix", settings.embedding_passage_prefix),
-    )
 
 
 @dataclass
@@ -70,11 +57,11 @@ class Admin:
         return self.s.alias
 
     def pipeline_name(self, variant: str = "rrf") -> str:
-        return f"{self.alias}-{PIPELINES[variant]}"
+        return pipeline_name(self.alias, variant)
 
     @property
     def template_name(self) -> str:
-        return f"{self.alias}-template"
+        return template_name(self.alias)
 
     # ---- desired state from files ------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -349,22 +336,6 @@ def _compare(desired: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
-    """Refuse to mix vectors of two models in one index."""
-    want, dim = meta.get("embedding_model"), meta.get("dimension")
-    if want is None:
-        raise IndexStateError("index has no osrag _meta (not created by osrag?)")
-    if embedder.model_name != want:
-        raise ConfigError(
-            f"embedding model {embedder.model_name!r} does not match the index's {want!r}; "
-            "run `osrag reindex` to move the corpus to the new model"
-        )
-    if dim is not None and embedder.dimension != dim:
-        raise ConfigError(
-            f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
-        )
-
-
 # ============================================================== reindex, rollback, cleanup, status
 @dataclass
 class ReindexPlan:
@@ -447,8 +418,6 @@ class Reindexer:
     def _visible(self) -> list[dict[str, Any]]:
         """The visibility clause; none before the first ingest has created the state index
         (a terms lookup into a missing index fails the whole query, and nothing is hidden yet)."""
-        from osrag.indexing import state_index, visibility_filter
-
         exists = self.cluster.call(
             "check state index", self.cluster.client.indices.exists, index=state_index(self.s.alias)
         )
@@ -811,12 +780,7 @@ def status(settings: Settings) -> dict[str, Any]:
         meta = admin.meta(index)
         docs, chunks = Reindexer(settings, admin).counts(index)
         last = meta.get("last_ingest_at")
-        age = None
-        if last:
-            try:
-                age = (utcnow() - dt.datetime.fromisoformat(last)).total_seconds()
-            except (TypeError, ValueError):  # unparsable or without a timezone (hand-edited _meta)
-                age = None
+        age = age_seconds(last)
         lock = meta.get("reindex_lock")
         out.update(
             {

@@ -44,49 +44,115 @@ def cli() -> None:
 # ---------------------------------------------------------------------------- dev
 @cli.group()
 def dev() -> None:
-    """A local single-node OpenSearch with k-NN and neural-search (no Docker)."""
+    """Local OpenSearch with k-NN and neural-search (no Docker): one node per version, secured, or a cluster."""
 
 
-def _devnode() -> Any:
-    from osrag.devnode import DevNode
+_version_opt = click.option(
+    "--version",
+    "version",
+    default=None,
+    help="OpenSearch version (default OSRAG_DEV_OPENSEARCH_VERSION); each has its own dirs and ports.",
+)
+_security_opt = click.option(
+    "--security", is_flag=True, help="The secured node: TLS with a local CA, basic auth (port 9202)."
+)
+_nodes_opt = click.option(
+    "--nodes", type=click.IntRange(1, 9), default=1, show_default=True, help="More than 1: a local cluster."
+)
 
-    return DevNode(_settings(), log=lambda m: click.echo(f"osrag dev: {m}", err=True))
+
+def _devnode(version: str | None = None, security: bool = False, nodes: int = 1) -> Any:
+    from osrag.devnode import DevCluster, DevNode
+
+    log = lambda m: click.echo(f"osrag dev: {m}", err=True)  # noqa: E731
+    if nodes > 1:
+        if security:
+            raise click.ClickException("--security with --nodes > 1 is not supported")
+        return DevCluster(_settings(), log=log, version=version, nodes=nodes)
+    return DevNode(_settings(), log=log, version=version, security=security)
 
 
 def _print_node(st: Any, as_json: bool) -> None:
     if as_json:
         _echo_json(st.as_dict())
         return
-    if not st.running:
-        click.echo(f"OpenSearch at {st.url}: not running")
+    if hasattr(st, "nodes"):
+        click.echo(
+            f"cluster {st.cluster_name}: {st.health or 'unreachable'}, {st.number_of_nodes} node(s) joined"
+        )
+        for n in st.nodes:
+            state = "up" if n.running else "down"
+            click.echo(f"  {n.name}  {n.url}  pid {n.pid or '-'}  {state}  {n.health or ''}".rstrip())
         return
-    owner = f"pid {st.pid}" if st.started_by_osrag else "not started by osrag"
-    click.echo(f"OpenSearch {st.version} at {st.url}: {st.health} ({owner})")
-    click.echo(f"plugins: {', '.join(st.plugins) or '(none)'}")
+    if not st.running:
+        click.echo(f"OpenSearch at {st.url}: not running ({st.detail})")
+    else:
+        owner = f"pid {st.pid}" if st.started_by_osrag else "not started by osrag"
+        click.echo(f"OpenSearch {st.version} at {st.url}: {st.health} ({owner})")
+        click.echo(f"plugins: {', '.join(st.plugins) or '(none)'}")
+    if st.ca_certs:
+        click.echo(f"CA file: {st.ca_certs}")
+        click.echo(f"admin user: {st.user} (password in {st.password_file})")
 
 
 @dev.command("up")
+@_version_opt
+@_security_opt
+@_nodes_opt
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable status.")
-def dev_up(as_json: bool) -> None:
-    """Fetch (once), install and start the node; reuse it if already running."""
-    _print_node(_devnode().up(), as_json)
+def dev_up(version: str | None, security: bool, nodes: int, as_json: bool) -> None:
+    """Fetch (once), install and start the node(s); reuse what is already running."""
+    _print_node(_devnode(version, security, nodes).up(), as_json)
 
 
 @dev.command("down")
-def dev_down() -> None:
-    """Stop the node this launcher started (by its pid file)."""
-    stopped = _devnode().down()
-    click.echo("stopped" if stopped else "no node started by osrag is running")
+@_version_opt
+@_security_opt
+@_nodes_opt
+def dev_down(version: str | None, security: bool, nodes: int) -> None:
+    """Stop exactly the node(s) this launcher started (by their pid files)."""
+    stopped = _devnode(version, security, nodes).down()
+    if nodes > 1:
+        click.echo(
+            f"stopped node(s) {', '.join(map(str, stopped))}"
+            if stopped
+            else "no node of the cluster was running"
+        )
+    else:
+        click.echo("stopped" if stopped else "no node started by osrag is running")
 
 
 @dev.command("status")
+@_version_opt
+@_security_opt
+@_nodes_opt
 @click.option("--json", "as_json", is_flag=True)
-def dev_status(as_json: bool) -> None:
-    """Version, plugins and health of the local node."""
-    st = _devnode().status()
+def dev_status(version: str | None, security: bool, nodes: int, as_json: bool) -> None:
+    """Version, plugins and health (a cluster: every node); exit 1 when nothing runs."""
+    st = _devnode(version, security, nodes).status()
     _print_node(st, as_json)
     if not st.running:
         sys.exit(1)
+
+
+@dev.command("stop-node")
+@click.argument("n", type=int)
+@_version_opt
+@click.option("--nodes", type=click.IntRange(2, 9), default=3, show_default=True)
+def dev_stop_node(n: int, version: str | None, nodes: int) -> None:
+    """Stop node N (1-based) of the local cluster, for fault tests."""
+    stopped = _devnode(version, False, nodes).stop_node(n)
+    click.echo(f"node {n} stopped" if stopped else f"node {n} was not running")
+
+
+@dev.command("start-node")
+@click.argument("n", type=int)
+@_version_opt
+@click.option("--nodes", type=click.IntRange(2, 9), default=3, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def dev_start_node(n: int, version: str | None, nodes: int, as_json: bool) -> None:
+    """Start node N of the local cluster again and wait until it has rejoined."""
+    _print_node(_devnode(version, False, nodes).start_node(n), as_json)
 
 
 # ---------------------------------------------------------------------- install
@@ -127,7 +193,8 @@ def install(check: bool, embedding_model: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
     """Show the tokens the installed analyzers produce for TEXT."""
-    from osrag.admin import ANALYZERS, Admin
+    from osrag.admin import Admin
+    from osrag.names import ANALYZERS
 
     result = Admin(_settings()).analyze(text, analyzers or ANALYZERS)
     if as_json:
@@ -406,7 +473,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
 
     s = _settings()
     say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
-    if s.url == f"http://127.0.0.1:{s.dev_port}":
+    if s.url == DevNode(s).url:
         st = DevNode(s, log=say).up()
         say(f"OpenSearch {st.version} ready at {st.url} ({st.health}; plugins: {', '.join(st.plugins)})")
     s = s.model_copy(update={"embedding_model": s.embedding_model or LOCAL_EMBEDDING_MODEL, "rerank": False})

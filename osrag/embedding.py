@@ -23,11 +23,14 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from osrag.errors import ModelError
+from osrag.errors import ConfigError, IndexStateError, ModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from osrag.settings import Settings
 
 NAVEC_FILE = "data/emb/navec_news_v1_1B_250K_300d_100q.tar"
 _LOCK = threading.Lock()
@@ -265,3 +268,34 @@ def count_tokens_with(tokenizer: Any, text: str) -> int:
     if hasattr(tokenizer, "encode") and hasattr(tokenizer, "get_vocab_size"):
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def embedder_for(
+    settings: Settings, model_name: str | None = None, meta: dict[str, Any] | None = None
+) -> Embedder:
+    """The embedder an index is pinned to (from its ``_meta``), else the configured one."""
+    meta = meta or {}
+    return Embedder(
+        model_name or meta.get("embedding_model") or settings.effective_embedding_model,
+        models_dir=settings.models_dir,
+        device=settings.device,
+        batch_size=settings.embedding_batch_size,
+        query_prefix=meta.get("query_prefix", settings.embedding_query_prefix),
+        passage_prefix=meta.get("passage_prefix", settings.embedding_passage_prefix),
+    )
+
+
+def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
+    """Refuse to mix vectors of two models in one index."""
+    want, dim = meta.get("embedding_model"), meta.get("dimension")
+    if want is None:
+        raise IndexStateError("index has no osrag _meta (not created by osrag?)")
+    if embedder.model_name != want:
+        raise ConfigError(
+            f"embedding model {embedder.model_name!r} does not match the index's {want!r}; "
+            "run `osrag reindex` to move the corpus to the new model"
+        )
+    if dim is not None and embedder.dimension != dim:
+        raise ConfigError(
+            f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
+        )

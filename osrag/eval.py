@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from osrag import metrics
-from osrag.admin import PIPELINES, Admin
+from osrag.admin import Admin
 from osrag.chunking import Document, parse_sections
 from osrag.errors import ConfigError
 from osrag.indexing import Ingester, find_files, read_document
+from osrag.names import PIPELINES
 from osrag.search import Hit, SearchClient
 from osrag.settings import Settings
 

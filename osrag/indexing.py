@@ -37,16 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osrag.admin import Admin, embedder_for, require_same_model, utcnow
+from osrag.admin import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.connection import translate_errors
-from osrag.embedding import Embedder
+from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import ConfigError, DocumentError, IndexStateError
+from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
 from osrag.settings import Settings
 
 SUFFIXES = (".md", ".markdown", ".txt")
 FRONT_KEYS = ("doc_id", "title", "category", "archived", "tenant", "acl", "updated_at", "source")
-HIDDEN_ID = "hidden"
 
 
 # ---------------------------------------------------------------- reading documents
@@ -133,22 +133,6 @@ def _first_heading(body: str) -> str | None:
         if line.startswith("#"):
             return line.lstrip("#").strip() or None
     return None
-
-
-# ---------------------------------------------------------------- visibility
-def state_index(alias: str) -> str:
-    return f"{alias}.state"
-
-
-def visibility_filter(alias: str) -> dict[str, Any]:
-    """The clause every read adds (on both heads): hide pending and retired versions."""
-    return {
-        "bool": {
-            "must_not": [
-                {"terms": {"version_key": {"index": state_index(alias), "id": HIDDEN_ID, "path": "keys"}}}
-            ]
-        }
-    }
 
 
 # ---------------------------------------------------------------- report
@@ -558,4 +542,4 @@ def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) 
         progress(path, outcome)
 
 
-__all__ = ["IngestReport", "Ingester", "find_files", "read_document", "visibility_filter"]
+__all__ = ["IngestReport", "Ingester", "find_files", "read_document"]

@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from osrag.admin import Admin, embedder_for
+from osrag.admin import Admin
 from osrag.budget import Candidate, Selection, SelectionConfig, select
-from osrag.embedding import Embedder
+from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores
 from osrag.errors import ClusterError, InputError, ModelError
-from osrag.indexing import state_index, visibility_filter
+from osrag.names import state_index, visibility_filter
 from osrag.rerank import Reranker
 from osrag.settings import Settings
 

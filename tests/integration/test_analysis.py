@@ -17,7 +17,8 @@ import pytest
 
 from osrag.admin import Admin
 from osrag.connection import make_client
-from osrag.indexing import Ingester, visibility_filter
+from osrag.indexing import Ingester
+from osrag.names import visibility_filter
 from osrag.search import SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias as shared_drop_alias

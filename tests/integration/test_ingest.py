@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from osrag.admin import Admin, embedder_for
+from osrag.admin import Admin
+from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
-from osrag.indexing import Ingester, state_index, visibility_filter
+from osrag.indexing import Ingester
+from osrag.names import state_index, visibility_filter
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
 

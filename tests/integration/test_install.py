@@ -17,10 +17,11 @@ import pytest
 from click.testing import CliRunner
 from opensearchpy.exceptions import RequestError
 
-from osrag.admin import PIPELINES, Admin
+from osrag.admin import Admin
 from osrag.cli import cli
 from osrag.connection import make_client
 from osrag.errors import ClusterError
+from osrag.names import PIPELINES
 from osrag.settings import Settings
 from tests.integration.test_analysis import admin, osrag_cleanup  # noqa: F401  (shared fixtures)
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import Admin, embedder_for
+from osrag.admin import Admin
 from osrag.connection import make_client
+from osrag.embedding import embedder_for
 from osrag.envelope import Envelope, render_text
 from osrag.errors import InputError
 from osrag.indexing import Ingester

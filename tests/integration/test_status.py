@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from osrag import templates
-from osrag.admin import PIPELINES, Admin, status
+from osrag.admin import Admin, status
 from osrag.indexing import Ingester
+from osrag.names import PIPELINES
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from osrag.errors import InputError
-from osrag.indexing import visibility_filter
+from osrag.names import visibility_filter
 from osrag.search import (
     FILTER_KEYS,
     MAX_LEXICAL_TOKENS,

@@ -1,0 +1,57 @@
+"""The shared vocabulary of an alias: names of what osrag keeps in the cluster, and the
+query pieces every reader and writer agree on.
+
+The ground floor of the house: admin (installs), indexing (writes), reindex (moves),
+search (reads) all import from here and never from each other for these names. Pure:
+no client, no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+#: Fusion variant -> the file name (and name suffix) of its search pipeline.
+PIPELINES = {"rrf": "hybrid-rrf", "minmax": "hybrid-minmax", "rrf-explain": "hybrid-rrf-explain"}
+#: The analyzers the index template installs (admin's debugging view lists them).
+ANALYZERS = ("ru_index", "ru_search", "ru_quote", "ident")
+#: The one document of the state index that lists the version keys readers must not see.
+HIDDEN_ID = "hidden"
+
+
+def pipeline_name(alias: str, variant: str = "rrf") -> str:
+    return f"{alias}-{PIPELINES[variant]}"
+
+
+def template_name(alias: str) -> str:
+    return f"{alias}-template"
+
+
+def state_index(alias: str) -> str:
+    return f"{alias}.state"
+
+
+def visibility_filter(alias: str) -> dict[str, Any]:
+    """The clause every read adds (on both heads): hide pending and retired versions."""
+    return {
+        "bool": {
+            "must_not": [
+                {"terms": {"version_key": {"index": state_index(alias), "id": HIDDEN_ID, "path": "keys"}}}
+            ]
+        }
+    }
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def age_seconds(iso_time: str | None, now: dt.datetime | None = None) -> float | None:
+    """Seconds since ``iso_time`` (a recorded ingest), or None when absent or unreadable
+    (unparsable or without a timezone, e.g. a hand-edited ``_meta``)."""
+    if not iso_time:
+        return None
+    try:
+        return ((now or utcnow()) - dt.datetime.fromisoformat(iso_time)).total_seconds()
+    except (TypeError, ValueError):
+        return None
