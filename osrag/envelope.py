@@ -7,7 +7,8 @@ budgeted selection, or an explicit "nothing relevant found".
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -33,10 +34,36 @@ class Passage(BaseModel):
     tokens: int
     start: int | None = None  # character span of the body in the source document, for citations
     end: int | None = None
+    # Where a passage of a converted file sits in the original (see osrag.convert):
+    source_format: str | None = None  # pdf, docx, html, pptx; None for Markdown and text
+    page: int | None = None  # PDF pages the passage spans
+    page_end: int | None = None
+    slide: int | None = None  # PPTX slides the passage spans
+    slide_end: int | None = None
+    anchor: str | None = None  # HTML heading anchor: source#anchor links to the section
     rank: int
     scores: StageScores = Field(default_factory=StageScores)
     via_reserved_slot: bool = False
     rerank_truncated: bool = False
+
+
+LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor")
+
+
+def location_fields(src: Mapping[str, Any]) -> dict[str, Any]:
+    """The location fields a chunk's ``_source`` carries, for ``Passage(**...)``."""
+    return {k: src[k] for k in LOCATION_FIELDS if src.get(k) is not None}
+
+
+def cite(p: Passage) -> str:
+    """The source with its page, slide or anchor: ``guide.pdf p. 2-3``, ``help.html#karty``."""
+    if p.anchor:
+        return f"{p.source}#{p.anchor}"
+    for unit, first, last in (("p.", p.page, p.page_end), ("slide", p.slide, p.slide_end)):
+        if first is not None:
+            span = f"{first}-{last}" if last is not None and last != first else f"{first}"
+            return f"{p.source} {unit} {span}"
+    return p.source
 
 
 class LeftOutItem(BaseModel):
@@ -93,7 +120,7 @@ def render_text(env: Envelope) -> str:
         score = p.scores.rerank if p.scores.rerank is not None else p.scores.fused
         shown = f", score {score:.4f}" if score is not None else ""
         lines.append(f"[{p.rank}] {p.doc_id} · {crumb}  ({p.tokens} tok{shown})")
-        lines.append(f"    {p.source}")
+        lines.append(f"    {cite(p)}")
         body = p.text.strip()
         lines.extend("    " + ln for ln in body.splitlines())
         lines.append("")

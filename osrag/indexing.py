@@ -40,12 +40,12 @@ from typing import Any
 from osrag.admin import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.connection import translate_errors
+from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
 from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import ConfigError, DocumentError, IndexStateError
 from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
 from osrag.settings import Settings
 
-SUFFIXES = (".md", ".markdown", ".txt")
 FRONT_KEYS = ("doc_id", "title", "category", "archived", "tenant", "acl", "updated_at", "source")
 
 
@@ -81,8 +81,15 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
 
 
 def read_document(path: Path, root: Path, max_bytes: int) -> Document:
-    """One file as a Document, or a DocumentError naming what is wrong with it."""
+    """One file as a Document, or a DocumentError naming what is wrong with it.
+
+    Only known suffixes are read, even for a file named explicitly: a ``.png`` or
+    ``.exe`` is "unsupported format", not a guess. PDF, DOCX, HTML and PPTX are
+    converted to Markdown (``osrag.convert``) and keep a map to pages/slides/anchors."""
     name = str(path)
+    fmt = source_format(path)
+    if fmt is None:
+        raise DocumentError(name, unsupported_reason(path))
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -93,6 +100,30 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
         raw = path.read_bytes()
     except OSError as exc:
         raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    conv: Converted | None = None
+    if fmt in TEXT_FORMATS:
+        meta, body = _decode_text(name, raw)
+    else:
+        conv = convert(path, raw, fmt)
+        meta, body = {}, conv.markdown
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    doc_id = meta.get("doc_id") or rel.with_suffix("").as_posix()
+    title = meta.get("title") or (conv and conv.title) or _first_heading(body) or path.stem
+    metadata: dict[str, Any] = {k: meta[k] for k in FRONT_KEYS if k in meta}
+    metadata["archived"] = str(meta.get("archived", "false")).lower() in ("true", "yes", "1")
+    metadata["format"] = fmt
+    if conv is not None and conv.locations is not None:
+        metadata["locations"] = conv.locations
+    return Document(
+        doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata
+    )
+
+
+def _decode_text(name: str, raw: bytes) -> tuple[dict[str, str], str]:
+    """UTF-8 text (BOM allowed) split into front matter and body; refuses binary and empty files."""
     if b"\x00" in raw[:8192]:
         raise DocumentError(name, "binary file (contains NUL bytes), not text")
     bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
@@ -104,18 +135,7 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     meta, body = parse_front_matter(text.replace("\r\n", "\n"))
     if not body.strip():
         raise DocumentError(name, "empty document (no text after front matter)" if meta else "empty file")
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        rel = Path(path.name)
-    doc_id = meta.get("doc_id") or rel.with_suffix("").as_posix()
-    title = meta.get("title") or _first_heading(body) or path.stem
-    metadata: dict[str, Any] = {k: meta[k] for k in FRONT_KEYS if k in meta}
-    metadata["archived"] = str(meta.get("archived", "false")).lower() in ("true", "yes", "1")
-    metadata["format"] = "text" if path.suffix.lower() == ".txt" else "markdown"
-    return Document(
-        doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata
-    )
+    return meta, body
 
 
 def _too_large(size: int, max_bytes: int) -> str:
@@ -484,6 +504,11 @@ class Ingester:
 def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
     md = doc.metadata
     acl = md.get("acl")
+    # Converted files say where the chunk came from (page/slide/anchor); Markdown and text
+    # files add no field, so an index built before these fields existed still takes them.
+    fmt = md.get("format")
+    locations = md.get("locations")
+    where = locations.locate(c.start, c.end) if locations is not None else {}
     src: dict[str, Any] = {
         "chunk_id": c.chunk_id,
         "doc_id": doc.doc_id,
@@ -509,6 +534,8 @@ def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: st
         "updated_at": _date_or_none(md.get("updated_at")),
         "ingested_at": now,
         "embedding": [float(x) for x in vector],
+        "source_format": fmt if fmt not in TEXT_FORMATS else None,
+        **where,
     }
     return {k: v for k, v in src.items() if v is not None}
 

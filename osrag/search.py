@@ -23,7 +23,7 @@ from typing import Any
 from osrag.admin import Admin
 from osrag.budget import Candidate, Selection, SelectionConfig, select
 from osrag.embedding import Embedder, embedder_for
-from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores
+from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores, location_fields
 from osrag.errors import ClusterError, InputError, ModelError
 from osrag.names import state_index, visibility_filter
 from osrag.rerank import Reranker
@@ -483,6 +483,7 @@ class SearchClient:
                     rank=rank,
                     start=src.get("start"),
                     end=src.get("end"),
+                    **location_fields(src),
                 )
             )
         return out
@@ -644,6 +645,7 @@ class SearchClient:
                     rank=rank,
                     start=src.get("start"),
                     end=src.get("end"),
+                    **location_fields(src),
                     scores=StageScores(fused=h.fused, rerank=h.rerank, relevance=round(h.relevance, 4)),
                     via_reserved_slot=(sel.reserved_used == c.chunk_id),
                     rerank_truncated=h.truncated,

@@ -208,6 +208,7 @@ def test_find_files_sorted_and_filtered_by_suffix(tmp_path: Path) -> None:
         "c.pdf",
         "d.md.bak",
         "image.png",
+        "page.HTM",
         "sub/deeper/x.md",
     ]:
         write(tmp_path / name, "x")
@@ -216,11 +217,13 @@ def test_find_files_sorted_and_filtered_by_suffix(tmp_path: Path) -> None:
     assert got == [
         ("a.txt", tmp_path),
         ("b.md", tmp_path),
+        ("c.pdf", tmp_path),
+        ("page.HTM", tmp_path),
         ("sub/a.MD", tmp_path),
         ("sub/deeper/x.md", tmp_path),
         ("sub/z.markdown", tmp_path),
     ]
-    assert {".md", ".markdown", ".txt"} == set(SUFFIXES)
+    assert {".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm", ".pptx"} == set(SUFFIXES)
 
 
 def test_find_files_deterministic_and_explicit_files_kept(tmp_path: Path) -> None:
@@ -228,7 +231,7 @@ def test_find_files_deterministic_and_explicit_files_kept(tmp_path: Path) -> Non
     for name in ["q.md", "p.md"]:
         write(d1 / name, "x")
         write(d2 / name, "x")
-    single = write(tmp_path / "notes.rst", "x")  # an explicit file is taken as given
+    single = write(tmp_path / "notes.rst", "x")  # an explicit file is listed (read_document refuses it)
     got = list(find_files([d2, single, d1]))
     assert got == [
         (d2 / "p.md", d2),
