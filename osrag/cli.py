@@ -326,7 +326,7 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
     """Build a new index from the current template, verify it, switch the alias atomically."""
     from tqdm import tqdm
 
-    from osrag.admin import Reindexer
+    from osrag.reindex import Reindexer
 
     if abort and (dry_run or embedding_model):
         raise click.UsageError("--abort takes no --dry-run or --embedding-model")
@@ -388,7 +388,7 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
 @cli.command()
 def rollback() -> None:
     """Point the alias back to the previous index."""
-    from osrag.admin import Reindexer
+    from osrag.reindex import Reindexer
 
     s = _settings()
     current, previous = Reindexer(s).rollback()
@@ -401,7 +401,7 @@ def rollback() -> None:
 )
 def cleanup(keep: int) -> None:
     """Delete old indices of the alias; never the one it points to."""
-    from osrag.admin import Reindexer
+    from osrag.reindex import Reindexer
 
     deleted = Reindexer(_settings()).cleanup(keep)
     click.echo("deleted: " + (", ".join(deleted) if deleted else "nothing"))
@@ -411,7 +411,7 @@ def cleanup(keep: int) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(as_json: bool) -> None:
     """Cluster, alias, index, model, counts, freshness and drift."""
-    from osrag.admin import status as get_status
+    from osrag.status import status as get_status
 
     st = get_status(_settings())
     if as_json:

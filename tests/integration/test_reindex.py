@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import Admin, Reindexer, status
+from osrag.admin import Admin
 from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester
+from osrag.reindex import Reindexer
 from osrag.search import SearchClient
 from osrag.settings import Settings
+from osrag.status import status
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from osrag import templates
-from osrag.admin import Admin, status
+from osrag.admin import Admin
 from osrag.indexing import Ingester
 from osrag.names import PIPELINES
 from osrag.settings import Settings
+from osrag.status import status
 
 pytestmark = pytest.mark.integration
 

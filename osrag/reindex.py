@@ -1,0 +1,399 @@
+"""Reindex: zero-downtime moves of the corpus into a new concrete index, rollback, cleanup.
+
+Apart from ``admin`` (which installs and names things) because a reindex is a long,
+locked, interruptible job with its own failure handling; it uses ``Admin`` for index
+creation, ``_meta`` and the alias switch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from osrag.admin import Admin
+from osrag.connection import translate_errors as translate
+from osrag.embedding import Embedder, embedder_for
+from osrag.errors import BulkIndexError, ConfigError, IndexStateError
+from osrag.names import state_index, utcnow, visibility_filter
+from osrag.settings import Settings
+
+
+@dataclass
+class ReindexPlan:
+    alias: str
+    source: str
+    target: str | None
+    source_model: str
+    target_model: str
+    source_dimension: int | None
+    target_dimension: int | None
+    method: str  # "server-side _reindex" | "re-embed in Python"
+    chunks: int
+    documents: int
+    stale_target: str | None = None
+    #: State of a reindex lock found on the source: "live", "dead" or "unknown" (None: no lock).
+    lock_state: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lock_state(lock: dict[str, Any] | None) -> str:
+    """Whether the process holding a reindex lock still runs.
+
+    ``"live"``: it runs on this host. ``"dead"``: it does not (or the lock names no
+    process, or it is this very process, whose run failed). ``"unknown"``: it ran on
+    another host, which cannot be checked from here.
+    """
+    if not lock:
+        return "dead"
+    host, pid = lock.get("host"), lock.get("pid")
+    if host is None or not isinstance(pid, int):
+        return "dead"
+    if host != socket.gethostname():
+        return "unknown"
+    if pid == os.getpid():
+        return "dead"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "dead"
+    except PermissionError:
+        return "live"
+    try:  # a killed process whose parent has not reaped it yet still answers kill(pid, 0)
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            if fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                return "dead"
+    except OSError:
+        pass
+    return "live"
+
+
+def _describe_lock(lock: dict[str, Any]) -> str:
+    who = f"pid {lock.get('pid')} on {lock.get('host')}" if lock.get("host") else "an unknown process"
+    return f"a reindex ({who}) into {lock.get('target')} has held the lock since {lock.get('since')}"
+
+
+class Reindexer:
+    """Zero-downtime moves of the corpus into a new concrete index.
+
+    Readers keep using the alias on the old index until a verified new index is
+    complete; the switch is one ``_aliases`` request. The old index stays for
+    ``rollback``. While a reindex runs, ingest is refused (a lock in the old
+    index's ``_meta``), so no write can land in the old index and be lost.
+    """
+
+    def __init__(self, settings: Settings, admin: Admin | None = None) -> None:
+        self.s = settings
+        self.admin = admin or Admin(settings)
+        self.cluster = self.admin.cluster
+
+    def _visible(self) -> list[dict[str, Any]]:
+        """The visibility clause; none before the first ingest has created the state index
+        (a terms lookup into a missing index fails the whole query, and nothing is hidden yet)."""
+        exists = self.cluster.call(
+            "check state index", self.cluster.client.indices.exists, index=state_index(self.s.alias)
+        )
+        return [visibility_filter(self.s.alias)] if exists else []
+
+    def counts(self, index: str) -> tuple[int, int]:
+        """(documents, chunks) readers can see in ``index``."""
+        resp = self.cluster.call(
+            "count",
+            self.cluster.client.search,
+            index=index,
+            body={
+                "size": 0,
+                "track_total_hits": True,
+                "query": {"bool": {"filter": self._visible()}},
+                "aggs": {"docs": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}},
+            },
+        )
+        return int(resp["aggregations"]["docs"]["value"]), int(resp["hits"]["total"]["value"])
+
+    def plan(self, model_name: str | None = None) -> ReindexPlan:
+        source = self.admin.require_index()
+        meta = self.admin.meta(source)
+        target_model = (
+            model_name
+            or self.s.embedding_model
+            or meta.get("embedding_model")
+            or self.s.effective_embedding_model
+        )
+        emb = embedder_for(self.s, target_model)
+        same = target_model == meta.get("embedding_model") and emb.dimension == meta.get("dimension")
+        docs, chunks = self.counts(source)
+        lock = meta.get("reindex_lock") or {}
+        return ReindexPlan(
+            alias=self.s.alias,
+            source=source,
+            target=None,
+            source_model=str(meta.get("embedding_model")),
+            target_model=target_model,
+            source_dimension=meta.get("dimension"),
+            target_dimension=emb.dimension,
+            method="server-side _reindex" if same else "re-embed in Python",
+            chunks=chunks,
+            documents=docs,
+            stale_target=lock.get("target"),
+            lock_state=lock_state(lock) if lock else None,
+        )
+
+    def run(
+        self, model_name: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> ReindexPlan:
+        plan = self.plan(model_name)
+        source = plan.source
+        meta = self.admin.meta(source)
+        lock = meta.get("reindex_lock")
+        if lock:
+            state = lock_state(lock)
+            if state == "live":
+                raise IndexStateError(f"{_describe_lock(lock)} and is still running")
+            if state == "unknown":
+                raise IndexStateError(
+                    f"{_describe_lock(lock)}; whether it still runs cannot be checked from this host. "
+                    "If it does not, `osrag reindex --abort` drops its half-built index and the lock"
+                )
+            # A killed run left a half-built index: it never had the alias, so drop it.
+            self._drop_half_built(source, lock)
+        emb = embedder_for(self.s, plan.target_model)
+        target = self.admin.create_index(embedder=emb)
+        plan.target = target
+        self.admin.update_meta(
+            source,
+            reindex_lock={
+                "target": target,
+                "since": utcnow().isoformat(),
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+            },
+        )
+        try:
+            if plan.method == "server-side _reindex":
+                self._server_side(source, target)
+            else:
+                self._reembed(source, target, emb, plan.chunks, progress)
+            self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
+            self.verify(source, target)
+            self.admin.update_meta(
+                target,
+                last_ingest_at=meta.get("last_ingest_at"),
+                previous_index=source,
+                reindexed_from=source,
+            )
+            held = self.admin.meta(source).get("reindex_lock") or {}
+            if held.get("target") != target:
+                raise IndexStateError(
+                    f"the reindex lock on {source} was released or taken over while copying into {target} "
+                    "(`osrag reindex --abort`?); alias not switched"
+                )
+        except BaseException:
+            # Failed or interrupted (Ctrl-C) before the switch: readers never saw the new index.
+            # Drop it and release the lock, so ingest is not refused until someone re-runs reindex.
+            self._abandon(source, target)
+            raise
+        # Atomic switch: one _aliases request removes the old and adds the new.
+        self.admin.point_alias(target)
+        self.admin.update_meta(source, reindex_lock=None)
+        return plan
+
+    def _drop_half_built(self, source: str, lock: dict[str, Any]) -> str | None:
+        stale = lock.get("target")
+        if not stale or stale == source or stale == self.admin.current_index():
+            return None
+        self.cluster.call(
+            "delete half-built index",
+            self.cluster.client.indices.delete,
+            index=stale,
+            ignore_unavailable=True,
+        )
+        return str(stale)
+
+    def _abandon(self, source: str, target: str) -> None:
+        """Best effort: delete ``target`` and release the lock if it is still ours."""
+        try:
+            if self.admin.current_index() != target:
+                self.cluster.call(
+                    "delete abandoned index",
+                    self.cluster.client.indices.delete,
+                    index=target,
+                    ignore_unavailable=True,
+                )
+            if (self.admin.meta(source).get("reindex_lock") or {}).get("target") == target:
+                self.admin.update_meta(source, reindex_lock=None)
+        except Exception:
+            pass
+
+    def abort(self) -> dict[str, Any] | None:
+        """Drop the half-built index of a reindex that no longer runs, and release its lock.
+
+        Returns the lock that was released (None when there was none). A reindex that
+        still runs on this host is refused: stop it first.
+        """
+        source = self.admin.require_index()
+        lock = self.admin.meta(source).get("reindex_lock")
+        if not lock:
+            return None
+        if lock_state(lock) == "live":
+            raise IndexStateError(f"{_describe_lock(lock)} and is still running; stop it before aborting")
+        self._drop_half_built(source, lock)
+        self.admin.update_meta(source, reindex_lock=None)
+        return dict(lock)
+
+    def _server_side(self, source: str, target: str) -> None:
+        body = {
+            "source": {"index": source, "query": {"bool": {"filter": self._visible()}}},
+            "dest": {"index": target},
+        }
+        resp = self.cluster.call(
+            "_reindex",
+            self.cluster.client.reindex,
+            body=body,
+            refresh=True,
+            wait_for_completion=True,
+            request_timeout=3600,
+        )
+        if resp.get("failures"):
+            raise IndexStateError(f"_reindex into {target} failed: {resp['failures'][:3]}")
+
+    def _reembed(
+        self, source: str, target: str, emb: Embedder, total: int, progress: Callable[[int, int], None] | None
+    ) -> None:
+        from opensearchpy.helpers import scan, streaming_bulk
+
+        client = self.cluster.client
+        query = {"query": {"bool": {"filter": self._visible()}}, "_source": {"excludes": ["embedding"]}}
+        done = 0
+        failed: list[dict[str, Any]] = []
+
+        def actions() -> Any:
+            nonlocal done
+            batch: list[dict[str, Any]] = []
+            for hit in scan(client, index=source, query=query, size=200, preserve_order=False):
+                batch.append(hit)
+                if len(batch) >= 64:
+                    yield from self._embed_batch(batch, target, emb)
+                    done += len(batch)
+                    batch = []
+                    if progress:
+                        progress(done, total)
+            if batch:
+                yield from self._embed_batch(batch, target, emb)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+
+        with translate(self.s.url, "re-embedding bulk"):
+            for ok, item in streaming_bulk(
+                client,
+                actions(),
+                chunk_size=self.s.bulk_chunk_size,
+                max_retries=5,
+                initial_backoff=1,
+                raise_on_error=False,
+                raise_on_exception=False,
+            ):
+                if not ok:
+                    failed.append(item)
+        if failed:
+            raise BulkIndexError(
+                f"re-embedding into {target} left items unwritten; alias not switched", failed
+            )
+
+    @staticmethod
+    def _embed_batch(batch: list[dict[str, Any]], target: str, emb: Embedder) -> Any:
+        vecs = emb.encode_passages([h["_source"].get("text", "") for h in batch])
+        for h, v in zip(batch, vecs):
+            src = dict(h["_source"])
+            src["embedding"] = [float(x) for x in v]
+            yield {"_op_type": "index", "_index": target, "_id": h["_id"], "_source": src}
+
+    def verify(self, source: str, target: str) -> None:
+        """Counts match and a sample of queries finds results in the new index."""
+        s_docs, s_chunks = self.counts(source)
+        t_docs, t_chunks = self.counts(target)
+        if (s_docs, s_chunks) != (t_docs, t_chunks):
+            raise IndexStateError(
+                f"verification failed: {target} has {t_docs} documents / {t_chunks} chunks, "
+                f"{source} has {s_docs} / {s_chunks}; alias not switched"
+            )
+        if s_chunks == 0:
+            return
+        sample = self.cluster.call(
+            "sample",
+            self.cluster.client.search,
+            index=source,
+            body={"size": 5, "_source": ["title"], "sort": [{"chunk_id": "asc"}]},
+        )
+        for hit in sample["hits"]["hits"]:
+            title = hit["_source"].get("title") or ""
+            if not title.strip():
+                continue
+            got = self.cluster.call(
+                "sample query",
+                self.cluster.client.search,
+                index=target,
+                body={"size": 1, "query": {"match": {"title": title}}},
+            )
+            if not got["hits"]["hits"]:
+                raise IndexStateError(
+                    f"verification failed: query {title!r} finds nothing in {target}; alias not switched"
+                )
+
+    # ---- rollback and cleanup ---------------------------------------------------------
+    def rollback(self) -> tuple[str, str]:
+        current = self.admin.require_index()
+        meta = self.admin.meta(current)
+        lock = meta.get("reindex_lock")
+        if lock and lock_state(lock) != "dead":
+            # Its switch would take the alias away from the index rolled back to.
+            raise IndexStateError(f"{_describe_lock(lock)}; roll back once it has finished")
+        previous = meta.get("previous_index")
+        if not previous:
+            raise IndexStateError(f"{current} records no previous index to roll back to")
+        if not self.cluster.call("check index", self.cluster.client.indices.exists, index=previous):
+            raise IndexStateError(f"previous index {previous} no longer exists (cleaned up?)")
+        self.admin.point_alias(previous)
+        self.admin.update_meta(previous, previous_index=current)
+        return current, previous
+
+    def indices(self) -> list[dict[str, Any]]:
+        """Concrete indices of this alias, oldest first.
+
+        Only names this alias's ``create_index`` makes (``{alias}-{fingerprint}-{timestamp}``):
+        the pattern ``{alias}-*`` also matches the indices of an alias that extends this one
+        (``x-light-…`` for ``x``), which must never be listed, let alone cleaned up, here.
+        """
+        own = re.compile(rf"^{re.escape(self.s.alias)}-[0-9a-f]{{10}}-[0-9]{{17}}$")
+        rows = self.cluster.call(
+            "cat indices",
+            self.cluster.client.cat.indices,
+            index=f"{self.s.alias}-*",
+            format="json",
+            h="index,creation.date,docs.count",
+            params={"expand_wildcards": "all"},
+        )
+        rows = [r for r in rows if own.match(r["index"])]
+        return sorted(rows, key=lambda r: int(r.get("creation.date") or 0))
+
+    def cleanup(self, keep: int = 1) -> list[str]:
+        """Delete old indices, keeping the newest ``keep`` besides the live one; never the live one,
+        nor the index a reindex is building (a killed run's is dropped by the next run or ``--abort``)."""
+        if keep < 0:
+            raise ConfigError("--keep must be >= 0")
+        current = self.admin.current_index()
+        protected = {current} if current else set()
+        if current:
+            target = (self.admin.meta(current).get("reindex_lock") or {}).get("target")
+            if target:
+                protected.add(target)
+        others = [r["index"] for r in self.indices() if r["index"] not in protected]
+        doomed = others[: max(0, len(others) - keep)]
+        for name in doomed:
+            self.cluster.call("delete index", self.cluster.client.indices.delete, index=name)
+        return doomed

@@ -1,0 +1,82 @@
+"""Status: everything an admin asks first about one alias, as data (the CLI prints it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from osrag import templates
+from osrag.admin import Admin
+from osrag.names import PIPELINES, age_seconds
+from osrag.reindex import Reindexer, lock_state
+from osrag.settings import Settings
+
+
+@dataclass
+class Status:
+    """The same keys whether or not the alias has an index (None where there is nothing to report)."""
+
+    cluster: dict[str, Any]
+    alias: str
+    index: str | None = None
+    embedding_model: str | None = None
+    dimension: int | None = None
+    documents: int | None = None
+    chunks: int | None = None
+    last_ingest_at: str | None = None
+    last_ingest_age_s: float | None = None
+    previous_index: str | None = None
+    reindex_lock: dict[str, Any] | None = None
+    pipelines: dict[str, str] | None = None
+    fusion: str | None = None
+    drift: list[str] = field(default_factory=list)
+    template_version: dict[str, Any] = field(default_factory=dict)
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """Everything an admin asks first, as one JSON-ready dict (the CLI prints it)."""
+    return asdict(read_status(settings))
+
+
+def read_status(settings: Settings) -> Status:
+    admin = Admin(settings)
+    cluster = admin.cluster
+    info = cluster.info()
+    health = cluster.health()
+    st = Status(
+        cluster={
+            "url": settings.url,
+            "version": info.get("version", {}).get("number"),
+            "health": health.get("status"),
+            "plugins": sorted({p["component"] for p in cluster.plugins()}),
+        },
+        alias=settings.alias,
+    )
+    index = admin.current_index()
+    st.drift = [str(d) for d in admin.check()]
+    got = cluster.call(
+        "get index template",
+        cluster.client.transport.perform_request,
+        "GET",
+        f"/_index_template/{admin.template_name}",
+        params={"ignore": 404},
+    )
+    items = (got or {}).get("index_templates") or []
+    st.template_version = {
+        "files": templates.TEMPLATE_VERSION,
+        "cluster": items[0]["index_template"].get("version") if items else None,
+    }
+    if index:
+        meta = admin.meta(index)
+        st.documents, st.chunks = Reindexer(settings, admin).counts(index)
+        lock = meta.get("reindex_lock")
+        st.index = index
+        st.embedding_model = meta.get("embedding_model")
+        st.dimension = meta.get("dimension")
+        st.last_ingest_at = meta.get("last_ingest_at")
+        st.last_ingest_age_s = age_seconds(st.last_ingest_at)
+        st.previous_index = meta.get("previous_index")
+        st.reindex_lock = {**lock, "state": lock_state(lock)} if lock else None
+        st.pipelines = {v: admin.pipeline_name(v) for v in PIPELINES}
+        st.fusion = settings.fusion
+    return st
