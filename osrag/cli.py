@@ -14,21 +14,13 @@ from typing import Any
 import click
 
 from osrag import __version__
-from osrag.errors import OsragError
-from osrag.settings import Settings
+from osrag.errors import InvalidSetting, OsragError
+from osrag.settings import Settings, load_settings
 
 
 def _settings() -> Settings:
-    try:
-        return Settings()
-    except Exception as exc:  # pydantic ValidationError: name the field at fault
-        from pydantic import ValidationError
-
-        if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first.get("loc", ()))
-            raise click.ClickException(f"invalid setting OSRAG_{field.upper()}: {first.get('msg')}") from exc
-        raise
+    """Settings from the environment; a bad value is one ``InvalidSetting`` line (exit 2)."""
+    return load_settings()
 
 
 def _echo_json(data: Any) -> None:
@@ -481,7 +473,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     result = admin.install()
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
     # The sample corpus ships inside the package, so the demo runs from a wheel too.
-    path = Path(corpus) if corpus else Path(str(resources.files("osrag.sample_corpus")))
+    path = Path(corpus) if corpus else Path(str(resources.files("osrag").joinpath("sample_corpus")))
     report = Ingester(s, admin=admin).ingest([path])
     say(
         f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
@@ -552,6 +544,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except InvalidSetting as exc:  # a bad OSRAG_* value: a usage error, like click's exit 2
+        if os.environ.get("OSRAG_DEBUG"):
+            raise
+        click.echo(f"osrag: error: {exc}", err=True)
+        sys.exit(2)
     except OsragError as exc:
         if os.environ.get("OSRAG_DEBUG"):
             raise

@@ -23,8 +23,8 @@ PIPELINE_VERSION = 1
 
 # Shipped inside the wheel as package data (see pyproject.toml); in a checkout they are the
 # top-level folders of the same names. Resolved lazily: no I/O at import.
-TEMPLATES_PACKAGE = "osrag.index_templates"
-PIPELINES_PACKAGE = "osrag.pipelines"
+TEMPLATES_FOLDER = "index_templates"
+PIPELINES_FOLDER = "pipelines"
 
 _WHOLE = re.compile(r"^\{\{(\w+)\}\}$")
 _INLINE = re.compile(r"\{\{(\w+)\}\}")
@@ -58,17 +58,17 @@ def load(path: Traversable, params: dict[str, Any]) -> dict[str, Any]:
     return render(raw, params)
 
 
-def resource(package: str, name: str) -> Traversable:
+def resource(folder: str, name: str) -> Traversable:
     """One JSON file shipped with osrag (``index_templates/`` or ``pipelines/``)."""
-    return resources.files(package).joinpath(f"{name}.json")
+    return resources.files("osrag").joinpath(folder, f"{name}.json")
 
 
 def load_template(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    return load(resource(TEMPLATES_PACKAGE, name), params)
+    return load(resource(TEMPLATES_FOLDER, name), params)
 
 
 def load_pipeline(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    return load(resource(PIPELINES_PACKAGE, name), params)
+    return load(resource(PIPELINES_FOLDER, name), params)
 
 
 def fingerprint(*parts: Any) -> str:
