@@ -19,6 +19,10 @@ class ConfigError(OsragError):
     """A setting, file or argument is invalid (names the thing at fault)."""
 
 
+class InvalidSetting(ConfigError):
+    """An ``OSRAG_*`` setting is out of its range; the CLI exits 2 for it, as for a usage error."""
+
+
 class InputError(OsragError):
     """User input cannot be served: empty question, bad budget, bad filter."""
 

@@ -3,16 +3,27 @@
 Model names default to production multilingual models; the offline models that
 ship inside packages are named with the ``navec:`` / ``minilm:`` schemes (see
 ``osrag.embedding``). The password is a ``SecretStr`` so it never lands in a
-log line or a ``repr``.
+log line or a ``repr``; a password inside ``OSRAG_URL`` is shown only through
+``redact_url`` / ``Settings.display_url``.
+
+Every field carries its allowed range, so a bad value fails at start as one
+``InvalidSetting`` line (``load_settings``) instead of a traceback from deep inside.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from osrag.errors import InvalidSetting
 
 #: Production defaults. multilingual-e5-base: strong Russian retrieval quality
 #: at 768 dimensions and a CPU-friendly size; bge-reranker-v2-m3: a multilingual
@@ -22,6 +33,13 @@ PRODUCTION_RERANKER_MODEL = "BAAI/bge-reranker-v2-m3"
 
 #: The offline model the demo, tests and eval use on machines with no model hub.
 LOCAL_EMBEDDING_MODEL = "navec:news-300d"
+
+ENV_PREFIX = "OSRAG_"
+
+# Reusable range types; the bounds are what the error line quotes back.
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveCount = Annotated[int, Field(ge=1, le=100_000)]
+Weight = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
 def default_dev_home() -> Path:
@@ -37,86 +55,159 @@ def default_dev_home() -> Path:
     return Path(user_cache_dir("osrag"))
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``: the one way a URL is shown.
+
+    The user name stays (it helps to see *who* was refused); the password never
+    does. Works on strings that are not valid URLs too (they are shown in errors),
+    and masks generously: everything before the last ``@`` that holds a ``:``.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    head, tail = rest[:cut], rest[cut:]
+    userinfo, at, host = head.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    if "/" in user:
+        user = ""
+    return f"{scheme}{sep}{user}:***@{host}{tail}"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="OSRAG_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
 
     # --- cluster -----------------------------------------------------------------
-    url: str = "http://127.0.0.1:9200"
-    user: str | None = None
+    url: str = "http://127.0.0.1:9200"  # http(s)://[user:password@]host[:port][/path]
+    user: Annotated[str, Field(min_length=1)] | None = None
     password: SecretStr | None = None
     verify_certs: bool | None = Field(default=None, description="TLS verification; None means on for https.")
     ca_certs: Path | None = None
-    timeout_s: float = 30.0
-    max_retries: int = 3
+    timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
+    max_retries: Annotated[int, Field(ge=0, le=100)] = 3
 
     # --- index -------------------------------------------------------------------
-    alias: str = "osrag-chunks"
-    shards: int = 1
-    replicas: int = 0
-    knn_engine: str = "lucene"
-    hnsw_m: int = 16
-    hnsw_ef_construction: int = 128
+    # OpenSearch index and alias names: lower case, no spaces or \/*?"<>|,#; ours get suffixes appended.
+    alias: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,199}$")] = "osrag-chunks"
+    shards: Annotated[int, Field(ge=1, le=1024)] = 1
+    replicas: Annotated[int, Field(ge=0, le=100)] = 0
+    knn_engine: Literal["lucene", "faiss"] = "lucene"
+    # Lucene's HNSW limits: max connections <= 512, beam width <= 3200.
+    hnsw_m: Annotated[int, Field(ge=2, le=512)] = 16
+    hnsw_ef_construction: Annotated[int, Field(ge=2, le=3200)] = 128
     # Per-query HNSW breadth (lucene reads it from the query's method_parameters). Measured on the
     # 100K-chunk bench index: score-recall@10 vs exact 0.24 at 100, 0.28 at 200, 0.32 at 400, with
     # p50 latency flat (about 3 ms); that synthetic corpus is hundreds of near-identical copies per
     # chunk, the worst case for HNSW, and the misses were other copies of the same chunk.
-    hnsw_ef_search: int = 400
-    rrf_rank_constant: int = 60
+    hnsw_ef_search: Annotated[int, Field(ge=1, le=10_000)] = 400
+    rrf_rank_constant: Annotated[int, Field(ge=1, le=10_000)] = 60
     # (BM25 head, kNN head). Chosen on golden/ with the offline navec model, whose dense head is
     # weak: equal weights lost hit@5 0.778 -> 0.667 against stemmed BM25; 0.9/0.1 keeps most of
     # BM25's precision and has the best recall@20 (0.845) of all fusions tried. Re-measure with
-    # `osrag eval` when a trained encoder is used.
-    rrf_weights: tuple[float, float] = (0.9, 0.1)
-    fusion: str = "rrf"  # "rrf" | "minmax"
-    stemmer: str = "russian"  # Snowball "russian" or "light_russian"
+    # `osrag eval` when a trained encoder is used. OpenSearch requires the two to sum to 1.
+    rrf_weights: tuple[Weight, Weight] = (0.9, 0.1)
+    fusion: Literal["rrf", "minmax"] = "rrf"
+    stemmer: Literal["russian", "light_russian"] = "russian"  # Snowball or the lighter stemmer
 
     # --- models ------------------------------------------------------------------
     # None: use the model the index is pinned to (from its _meta); a new index
     # then gets the production default. Set it to choose the model of a new index.
-    embedding_model: str | None = None
+    embedding_model: Annotated[str, Field(min_length=1)] | None = None
     embedding_query_prefix: str | None = None  # None: chosen by model (e5 → "query: ")
     embedding_passage_prefix: str | None = None
-    embedding_batch_size: int = 32
-    device: str = "cpu"
-    reranker_model: str = PRODUCTION_RERANKER_MODEL
+    embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = 32
+    device: Annotated[str, Field(pattern=r"^(cpu|mps|cuda(:\d{1,2})?)$")] = "cpu"
+    reranker_model: Annotated[str, Field(min_length=1)] = PRODUCTION_RERANKER_MODEL
     rerank: bool = True
-    rerank_batch_size: int = 16
+    rerank_batch_size: Annotated[int, Field(ge=1, le=4096)] = 16
+    # Rerank speed (bench/results/rerank.md): "onnx" runs the same model exported once to ONNX
+    # Runtime (needs the onnx extra); "int8" quantises its weights (onnx only; agreement with fp32
+    # measured there, quality not). The question is kept whole, the passage cut to max_length
+    # tokens; only the first rerank_depth candidates are scored, the rest keep their fused order.
+    rerank_backend: Literal["torch", "onnx"] = "torch"
+    rerank_quantize: Literal["none", "int8"] = "none"
+    rerank_max_length: Annotated[int, Field(ge=16, le=8192)] = 256
+    rerank_depth: Annotated[int, Field(ge=1, le=1000)] = 40
 
     # --- chunking and query --------------------------------------------------------
-    chunk_max_tokens: int = 350
-    chunk_min_tokens: int = 40
-    chunk_overlap: float = 0.12
-    budget_tokens: int = 1500
-    max_file_mb: float = 20.0
-    bulk_chunk_size: int = 200
-    ingest_batch_docs: int = 16
-    candidate_depth: int = 40
-    dedup_cosine: float = 0.95
-    dedup_overlap: float = 0.8
+    chunk_max_tokens: PositiveCount = 350
+    chunk_min_tokens: Annotated[int, Field(ge=0, le=100_000)] = 40  # below chunk_max_tokens
+    chunk_overlap: Annotated[float, Field(ge=0.0, lt=0.5)] = 0.12  # fraction of chunk_max_tokens
+    budget_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 1500
+    max_file_mb: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = 20.0
+    bulk_chunk_size: Annotated[int, Field(ge=1, le=10_000)] = 200
+    ingest_batch_docs: Annotated[int, Field(ge=1, le=10_000)] = 16
+    candidate_depth: Annotated[int, Field(ge=1, le=10_000)] = 40  # 10000: OpenSearch's result window
+    dedup_cosine: Fraction = 0.95
+    dedup_overlap: Fraction = 0.8
     # Relevance gate and evidence order (used when no reranker scores the candidates);
     # values from the eval on golden/ with navec:news-300d — cosine thresholds are per model.
-    gate_min_coverage: float = 0.5
-    gate_min_cosine: float = 0.65
-    gate_relative_coverage: float = 0.6
-    gate_relative_cosine: float = 0.95
+    gate_min_coverage: Fraction = 0.5
+    gate_min_cosine: Fraction = 0.65
+    gate_relative_coverage: Fraction = 0.6
+    gate_relative_cosine: Fraction = 0.95
     evidence_order: bool = True
 
     # --- local development node ---------------------------------------------------
     dev_home: Path = Field(default_factory=default_dev_home)
-    dev_opensearch_version: str = "3.6.0"
+    dev_opensearch_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = "3.6.0"
     dev_java_home: Path | None = None
-    dev_port: int = 9200
-    dev_heap: str = "1g"
+    # None: the launcher's per-version plan (3.x 9200, 2.x 9201, secured 9202)
+    dev_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    dev_heap: Annotated[str, Field(pattern=r"^[1-9]\d*[kKmMgG]$")] = "1g"  # JVM -Xmx, e.g. 512m, 1g
     cache_dir: Path | None = None  # built models; defaults under dev_home
 
     @field_validator("url")
     @classmethod
-    def _url_has_scheme(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"OSRAG_URL must start with http:// or https://, got {v!r}")
-        return v.rstrip("/")
+    def _url_is_http_with_host(cls, v: str) -> str:
+        try:
+            parts = urlsplit(v.strip())
+            port = parts.port  # raises on a non-numeric or out-of-range port
+        except ValueError:
+            raise ValueError("has an invalid host or port") from None
+        if parts.scheme not in ("http", "https"):
+            raise ValueError("must start with http:// or https://")
+        if not parts.hostname:
+            raise ValueError("has no host")
+        if port == 0:
+            raise ValueError("port must be within 1..65535")
+        return v.strip().rstrip("/")
+
+    @field_validator("chunk_min_tokens")
+    @classmethod
+    def _min_below_max(cls, v: int, info: ValidationInfo) -> int:
+        top = info.data.get("chunk_max_tokens")
+        if top is not None and v >= top:
+            raise ValueError(f"must be below OSRAG_CHUNK_MAX_TOKENS ({top})")
+        return v
+
+    @field_validator("rrf_weights")
+    @classmethod
+    def _weights_sum_to_one(cls, v: tuple[float, float]) -> tuple[float, float]:
+        # Checked on the node: the score-ranker pipeline refuses weights [0.5, 0.6].
+        if not math.isclose(sum(v), 1.0, abs_tol=1e-6):
+            raise ValueError(f"the two weights must sum to 1, got {v[0]:g} + {v[1]:g}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source_of_credentials(self) -> Settings:
+        in_url = urlsplit(self.url).username is not None
+        if in_url and (self.user or self.password):
+            raise ValueError(
+                "OSRAG_URL carries credentials and OSRAG_USER/OSRAG_PASSWORD are set too; keep one"
+            )
+        if self.password is not None and not self.user:
+            raise ValueError("OSRAG_PASSWORD is set but OSRAG_USER is not")
+        return self
+
+    @property
+    def display_url(self) -> str:
+        """The cluster URL as it may be printed (password masked)."""
+        return redact_url(self.url)
 
     @property
     def tls_verify(self) -> bool:
@@ -137,4 +228,124 @@ class Settings(BaseSettings):
         data = self.model_dump()
         if data.get("password") is not None:
             data["password"] = "***"
+        data["url"] = self.display_url
         return data
+
+
+# ---------------------------------------------------------------------------- errors
+_SECRET_FIELDS = frozenset({"password"})
+
+#: Ranges that are more than one field's own bounds (cross-field or structured values).
+_ALLOWED_TEXT = {
+    "url": "http(s)://[user:password@]host[:port]",
+    "rrf_weights": "[bm25, knn], each 0 <= value <= 1, summing to 1",
+    "chunk_min_tokens": "0 <= value < OSRAG_CHUNK_MAX_TOKENS",
+}
+
+#: pydantic's wording for a range/choice/format miss repeats the bound; the allowed part says it once.
+_SHORT_MSG = {
+    "greater_than": "out of range",
+    "greater_than_equal": "out of range",
+    "less_than": "out of range",
+    "less_than_equal": "out of range",
+    "literal_error": "not a known value",
+    "string_pattern_mismatch": "wrong format",
+    "string_too_short": "must not be empty",
+}
+
+
+def _allowed(name: str) -> str:
+    """The allowed range of a field, read from its own declaration (one place)."""
+    if name in _ALLOWED_TEXT:
+        return _ALLOWED_TEXT[name]
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return ""
+    choices = _literal_choices(field.annotation)
+    if choices:
+        return "one of " + ", ".join(choices)
+    low = high = pattern = ""
+    for meta in _metadata(field.annotation, field.metadata):
+        if getattr(meta, "ge", None) is not None:
+            low = f"{meta.ge} <= "
+        if getattr(meta, "gt", None) is not None:
+            low = f"{meta.gt} < "
+        if getattr(meta, "le", None) is not None:
+            high = f" <= {meta.le}"
+        if getattr(meta, "lt", None) is not None:
+            high = f" < {meta.lt}"
+        if getattr(meta, "pattern", None):
+            pattern = f"matching {meta.pattern}"
+    if low or high:
+        return f"{low}value{high}"
+    return pattern
+
+
+def _metadata(annotation: Any, own: list[Any]) -> list[Any]:
+    """Constraint objects of a field, also those nested in ``Optional`` / tuple items."""
+    out = list(own)
+    stack = [annotation]
+    while stack:
+        a = stack.pop()
+        for meta in getattr(a, "__metadata__", ()):
+            out.extend(meta.metadata if isinstance(meta, FieldInfo) else [meta])
+        stack.extend(get_args(a))
+    return out
+
+
+def _literal_choices(annotation: Any) -> list[str]:
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    return []
+
+
+def _shown(name: str, value: object) -> str:
+    if name in _SECRET_FIELDS:
+        return "***"
+    if name == "url" and isinstance(value, str):
+        return repr(redact_url(value))
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(f"{x}" for x in value) + "]"
+    return f"{value}"
+
+
+def settings_error(exc: ValidationError) -> InvalidSetting:
+    """One line for the first bad setting: the variable, its value (never a secret), what is allowed."""
+    first = exc.errors(include_url=False)[0]
+    loc = first.get("loc") or ()
+    msg = _SHORT_MSG.get(
+        str(first.get("type")), str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    )
+    if not loc:  # a cross-field check: its message names the variables itself
+        return InvalidSetting(f"invalid settings: {msg}")
+    name = str(loc[0])
+    var = ENV_PREFIX + name.upper()
+    raw = os.environ.get(var)
+    value = _shown(name, raw if raw is not None else first.get("input"))
+    allowed = _allowed(name)
+    line = f"invalid setting {var}={value}: {msg}"
+    return InvalidSetting(line + (f" (allowed: {allowed})" if allowed else ""))
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """``Settings()`` from the environment, a bad value raised as one ``InvalidSetting`` line."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise settings_error(exc) from exc
+    except SettingsError as exc:  # a value pydantic-settings could not even parse (e.g. bad JSON)
+        raise InvalidSetting(_unparsable(exc)) from exc
+
+
+def _unparsable(exc: SettingsError) -> str:
+    m = re.search(r'field "(\w+)"', str(exc))
+    if not m:
+        return f"invalid setting: {exc}"
+    name = m.group(1)
+    var = ENV_PREFIX + name.upper()
+    raw = os.environ.get(var)
+    shown = "" if raw is None else "=" + _shown(name, raw)
+    allowed = _allowed(name)
+    return f"invalid setting {var}{shown}: cannot be parsed" + (f" (allowed: {allowed})" if allowed else "")

@@ -1,17 +1,29 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from osrag.settings import PRODUCTION_EMBEDDING_MODEL, Settings
+from osrag.cli import main
+from osrag.errors import ConfigError, InvalidSetting
+from osrag.settings import PRODUCTION_EMBEDDING_MODEL, Settings, load_settings
 
 
-def test_defaults_point_at_a_local_cluster_and_production_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    for k in list(__import__("os").environ):
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """No OSRAG_* from the caller's shell and no .env in the working directory."""
+    for k in list(os.environ):
         if k.startswith("OSRAG_"):
             monkeypatch.delenv(k)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+def test_defaults_point_at_a_local_cluster_and_production_models(clean_env: pytest.MonkeyPatch) -> None:
     s = Settings(_env_file=None)
     assert s.url == "http://127.0.0.1:9200"
     assert s.alias == "osrag-chunks"
@@ -52,4 +64,165 @@ def test_password_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_url_names_the_setting() -> None:
     with pytest.raises(ValidationError) as err:
         Settings(url="localhost:9200", _env_file=None)
-    assert "OSRAG_URL" in str(err.value)
+    assert "url" in str(err.value)
+
+
+# ---------------------------------------------------------------- validation table
+# (variable, bad value, a fragment of the allowed range the line must quote)
+BAD_VALUES = [
+    ("OSRAG_CHUNK_OVERLAP", "0.9", "0.0 <= value < 0.5"),
+    ("OSRAG_CHUNK_OVERLAP", "-0.1", "0.0 <= value < 0.5"),
+    ("OSRAG_CHUNK_MAX_TOKENS", "0", "1 <= value"),
+    ("OSRAG_CHUNK_MAX_TOKENS", "many", "1 <= value"),
+    ("OSRAG_CHUNK_MIN_TOKENS", "350", "value < OSRAG_CHUNK_MAX_TOKENS"),
+    ("OSRAG_CANDIDATE_DEPTH", "0", "1 <= value <= 10000"),
+    ("OSRAG_CANDIDATE_DEPTH", "20000", "1 <= value <= 10000"),
+    ("OSRAG_BUDGET_TOKENS", "0", "1 <= value"),
+    ("OSRAG_RRF_WEIGHTS", "[-1,5]", "each 0 <= value <= 1, summing to 1"),
+    ("OSRAG_RRF_WEIGHTS", "[0.5,0.6]", "summing to 1"),
+    ("OSRAG_RRF_WEIGHTS", "[0,0]", "summing to 1"),
+    ("OSRAG_RRF_WEIGHTS", "not-json", "summing to 1"),
+    ("OSRAG_FUSION", "bogus", "one of rrf, minmax"),
+    ("OSRAG_STEMMER", "porter", "one of russian, light_russian"),
+    ("OSRAG_KNN_ENGINE", "nmslib", "one of lucene, faiss"),
+    ("OSRAG_DEVICE", "gpu", "cpu|mps|cuda"),
+    ("OSRAG_TIMEOUT_S", "0", "0 < value"),
+    ("OSRAG_TIMEOUT_S", "nan", "0 < value"),
+    ("OSRAG_HNSW_EF_SEARCH", "-1", "1 <= value"),
+    ("OSRAG_HNSW_M", "1", "2 <= value"),
+    ("OSRAG_HNSW_EF_CONSTRUCTION", "1", "2 <= value"),
+    ("OSRAG_RRF_RANK_CONSTANT", "0", "1 <= value"),
+    ("OSRAG_DEDUP_COSINE", "1.5", "0.0 <= value <= 1.0"),
+    ("OSRAG_DEDUP_OVERLAP", "-0.5", "0.0 <= value <= 1.0"),
+    ("OSRAG_GATE_MIN_COVERAGE", "2", "0.0 <= value <= 1.0"),
+    ("OSRAG_GATE_RELATIVE_COSINE", "-1", "0.0 <= value <= 1.0"),
+    ("OSRAG_ALIAS", "Bad Name", "matching"),
+    ("OSRAG_DEV_PORT", "70000", "1 <= value <= 65535"),
+    ("OSRAG_URL", "ftp://x", "http(s)://"),
+    ("OSRAG_URL", "http://:9200", "http(s)://"),
+    ("OSRAG_URL", "localhost:9200", "http(s)://"),
+]
+
+
+def _run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as ex:
+        main(args)
+    out = capsys.readouterr()
+    return int(ex.value.code or 0), out.out + out.err
+
+
+@pytest.mark.parametrize(("var", "value", "allowed"), BAD_VALUES, ids=[f"{v}={x}" for v, x, _ in BAD_VALUES])
+def test_bad_setting_is_one_line_exit_2(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], var: str, value: str, allowed: str
+) -> None:
+    clean_env.setenv(var, value)
+    code, output = _run_cli(["status"], capsys)
+    lines = output.strip().splitlines()
+    assert code == 2, output
+    assert len(lines) == 1, output
+    assert lines[0].startswith(f"osrag: error: invalid setting {var}="), output
+    assert allowed in lines[0], output
+    assert "Traceback" not in output
+
+
+# A bad value must stop every command before it does anything: the other settings point nowhere
+# (closed port, empty dev home) so a command that slipped past validation could not touch a real node.
+COMMANDS = [
+    ["dev", "up"],
+    ["dev", "down"],
+    ["dev", "status"],
+    ["dev", "stop-node", "1"],
+    ["dev", "start-node", "1"],
+    ["install"],
+    ["analyze", "текст"],
+    ["ingest", "."],
+    ["search", "вопрос"],
+    ["section", "doc#0"],
+    ["reindex"],
+    ["rollback"],
+    ["cleanup"],
+    ["status"],
+    ["demo"],
+    ["eval", str(Path(__file__).resolve().parents[2] / "golden" / "golden.jsonl")],
+]
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(c[:2]) if c[0] == "dev" else c[0] for c in COMMANDS])
+def test_every_command_checks_settings_first(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str]
+) -> None:
+    clean_env.setenv("OSRAG_URL", "http://127.0.0.1:9")
+    clean_env.setenv("OSRAG_DEV_HOME", str(tmp_path / "devhome"))
+    clean_env.setenv("OSRAG_DEV_PORT", "9")
+    clean_env.setenv("OSRAG_CANDIDATE_DEPTH", "0")
+    code, output = _run_cli(args, capsys)
+    assert code == 2, output
+    assert output.strip().splitlines() == [
+        "osrag: error: invalid setting OSRAG_CANDIDATE_DEPTH='0': out of range (allowed: 1 <= value <= 10000)"
+    ]
+
+
+def test_bad_setting_through_the_installed_command_has_no_traceback(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
+    env["OSRAG_CHUNK_OVERLAP"] = "0.9"
+    p = subprocess.run(
+        [sys.executable, "-m", "osrag.cli", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "osrag: error: invalid setting OSRAG_CHUNK_OVERLAP='0.9': out of range (allowed: 0.0 <= value < 0.5)"
+    ]
+    assert p.stdout == ""
+
+
+def test_load_settings_raises_a_config_error_from_the_validation_error(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OSRAG_BUDGET_TOKENS", "0")
+    with pytest.raises(InvalidSetting) as err:
+        load_settings(_env_file=None)
+    assert isinstance(err.value, ConfigError)
+    assert isinstance(err.value.__cause__, ValidationError)
+    assert "OSRAG_BUDGET_TOKENS='0'" in str(err.value)
+
+
+def test_settings_from_a_dotenv_file_are_checked_too(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("OSRAG_FUSION=bogus\n")
+    with pytest.raises(InvalidSetting, match=r"OSRAG_FUSION='bogus'.*one of rrf, minmax"):
+        load_settings()
+
+
+def test_cross_field_checks(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OSRAG_CHUNK_MAX_TOKENS", "100")
+    clean_env.setenv("OSRAG_CHUNK_MIN_TOKENS", "99")
+    assert load_settings(_env_file=None).chunk_min_tokens == 99
+    clean_env.setenv("OSRAG_CHUNK_MIN_TOKENS", "100")
+    with pytest.raises(
+        InvalidSetting, match=r"OSRAG_CHUNK_MIN_TOKENS='100': must be below OSRAG_CHUNK_MAX_TOKENS \(100\)"
+    ):
+        load_settings(_env_file=None)
+    clean_env.delenv("OSRAG_CHUNK_MIN_TOKENS")
+    clean_env.setenv("OSRAG_PASSWORD", "s3cret")
+    with pytest.raises(InvalidSetting, match="OSRAG_PASSWORD is set but OSRAG_USER is not") as err:
+        load_settings(_env_file=None)
+    assert "s3cret" not in str(err.value)
+
+
+def test_edge_values_are_accepted(clean_env: pytest.MonkeyPatch) -> None:
+    for var, value in [
+        ("OSRAG_CHUNK_OVERLAP", "0"),
+        ("OSRAG_CHUNK_OVERLAP", "0.49"),
+        ("OSRAG_CANDIDATE_DEPTH", "10000"),
+        ("OSRAG_RRF_WEIGHTS", "[1, 0]"),
+        ("OSRAG_RRF_WEIGHTS", "[0.7, 0.3]"),
+        ("OSRAG_FUSION", "minmax"),
+        ("OSRAG_DEVICE", "cuda:1"),
+        ("OSRAG_URL", "https://user:pw@search.example:9200/prefix/"),
+        ("OSRAG_DEV_HEAP", "512m"),
+    ]:
+        clean_env.setenv(var, value)
+        load_settings(_env_file=None)
+        clean_env.delenv(var)
