@@ -534,11 +534,11 @@ class SearchClient:
             t0 = time.perf_counter()
             try:
                 if self._reranker is None:
-                    self._reranker = Reranker(self.s.reranker_model, self.s.device, self.s.rerank_batch_size)
+                    self._reranker = Reranker.from_settings(self.s)
                 rr = self._reranker.score(question, [h.source.get("text", "") for h in ordered])
                 for h, sc, tr in zip(ordered, rr.scores, rr.truncated):
                     h.rerank, h.truncated = sc, tr
-                ordered.sort(key=lambda h: (-(h.rerank or 0.0), h.rank))
+                ordered = [ordered[i] for i in rr.order]  # scored head by score, the rest in fused order
                 info.used = True
                 n_tr = sum(rr.truncated)
                 if n_tr:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from osrag.errors import ModelError
-from osrag.rerank import Reranker, RerankResult, RerankUnavailable, load_cross_encoder
+from osrag.rerank import (
+    Reranker,
+    RerankResult,
+    RerankUnavailable,
+    depth_cut,
+    length_batches,
+    load_cross_encoder,
+    load_reranker_model,
+    pair_budget,
+    rerank_order,
+)
 
 MAX_LENGTH = 32
 _LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"
@@ -55,8 +66,10 @@ def build_tiny_cross_encoder(path: Path, seed: int = 1234) -> Path:
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     load_cross_encoder.cache_clear()
+    load_reranker_model.cache_clear()
     yield str(build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce")))
     load_cross_encoder.cache_clear()
+    load_reranker_model.cache_clear()
 
 
 QUESTION = "зеленый чай цена"
@@ -95,7 +108,7 @@ def test_truncation_is_flagged_for_a_text_past_max_length(tiny_model: str) -> No
 
 
 def test_empty_candidate_list_needs_no_model() -> None:
-    assert Reranker("/nonexistent/model").score("q", []) == RerankResult([], [], None)
+    assert Reranker("/nonexistent/model").score("q", []) == RerankResult([], [], None, [])
 
 
 def test_bad_model_path_raises_rerank_unavailable_with_one_line(tmp_path: Path) -> None:
@@ -117,12 +130,11 @@ def test_a_directory_that_is_not_a_model_raises_rerank_unavailable(tmp_path: Pat
 
 
 def test_a_failing_model_raises_rerank_unavailable(tiny_model: str) -> None:
-    class Broken:
-        def predict(self, *args: object, **kwargs: object) -> object:
-            raise RuntimeError("CUDA out of memory\nsecond line")
+    def broken(batch: object) -> object:
+        raise RuntimeError("CUDA out of memory\nsecond line")
 
     r = Reranker(tiny_model)
-    r._model = Broken()
+    r._model = dataclasses.replace(r.model, run=broken)
     with pytest.raises(RerankUnavailable) as err:
         r.score("чай", ["чай"])
     assert str(err.value) == f"reranker {tiny_model!r} failed: RuntimeError: CUDA out of memory"
@@ -130,12 +142,13 @@ def test_a_failing_model_raises_rerank_unavailable(tiny_model: str) -> None:
 
 def test_model_is_loaded_once_per_process(tiny_model: str) -> None:
     load_cross_encoder.cache_clear()
+    load_reranker_model.cache_clear()
     first, second = Reranker(tiny_model), Reranker(tiny_model)
     first.score(QUESTION, TEXTS)
     second.score(QUESTION, TEXTS)
     first.score(QUESTION, TEXTS)
     assert first.model is second.model
-    info = load_cross_encoder.cache_info()
+    info = load_reranker_model.cache_info()
     assert info.misses == 1
     assert info.hits >= 1
 
@@ -147,8 +160,102 @@ def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:
     r = rr.Reranker(missing)
     with pytest.raises(rr.RerankUnavailable) as first:
         r.score("вопрос", ["текст"])
-    calls = rr.load_cross_encoder.cache_info().misses
+    calls = rr.load_reranker_model.cache_info().misses
     with pytest.raises(rr.RerankUnavailable) as second:
         r.score("вопрос", ["текст"])
     assert second.value is first.value
-    assert rr.load_cross_encoder.cache_info().misses == calls  # no second load attempt
+    assert rr.load_reranker_model.cache_info().misses == calls  # no second load attempt
+
+
+# ------------------------------------------------------------------ pure parts
+def test_pair_budget_keeps_the_question_whole_and_cuts_the_passage() -> None:
+    assert pair_budget(10, 20, 64, 3) == (10, 20)  # fits: nothing cut
+    assert pair_budget(10, 500, 64, 3) == (10, 51)  # passage cut to the room the question leaves
+    assert sum(pair_budget(10, 500, 64, 3)) + 3 == 64
+
+
+def test_pair_budget_cuts_only_a_question_longer_than_half_the_room() -> None:
+    room = 64 - 3
+    assert pair_budget(31, 500, 64, 3) == (30, 31)  # 31 > 61 // 2: cut to half
+    assert pair_budget(30, 500, 64, 3) == (30, 31)  # exactly half: whole
+    assert pair_budget(200, 5, 64, 3) == (room // 2, 5)
+    with pytest.raises(ValueError, match="no room"):
+        pair_budget(1, 1, 4, 3)
+
+
+def test_length_batches_group_similar_lengths_longest_first() -> None:
+    lengths = [5, 100, 7, 90, 6, 95]
+    assert length_batches(lengths, 2) == [[1, 5], [3, 2], [4, 0]]
+    assert sorted(i for b in length_batches(lengths, 4) for i in b) == list(range(6))
+    assert length_batches([3, 3, 3], 2) == [[0, 1], [2]]  # ties keep input order
+    assert length_batches([], 8) == []
+    with pytest.raises(ValueError):
+        length_batches([1], 0)
+
+
+def test_depth_cut_and_order_keep_the_tail_in_fused_order() -> None:
+    assert depth_cut(40, None) == 40
+    assert depth_cut(40, 10) == 10
+    assert depth_cut(5, 10) == 5
+    with pytest.raises(ValueError):
+        depth_cut(5, 0)
+    assert rerank_order([0.1, 0.9, 0.5], 6) == [1, 2, 0, 3, 4, 5]
+    assert rerank_order([0.5, 0.5], 2) == [0, 1]  # ties keep fused order
+    assert rerank_order([], 3) == [0, 1, 2]
+
+
+def test_depth_scores_only_the_head(tiny_model: str) -> None:
+    texts = [*TEXTS, "гарантия", "цена доставка"]
+    full = Reranker(tiny_model).score(QUESTION, texts)
+    cut = Reranker(tiny_model, depth=2).score(QUESTION, texts)
+    assert cut.scores[:2] == pytest.approx(full.scores[:2], abs=1e-6)
+    assert cut.scores[2:] == [None, None, None]
+    assert cut.order[2:] == [2, 3, 4]
+    assert sorted(cut.order[:2]) == [0, 1]
+    assert full.order == sorted(range(5), key=lambda i: -full.scores[i])
+
+
+def test_a_long_passage_is_cut_but_the_question_is_read_whole(tiny_model: str) -> None:
+    # Same question, passage = a prefix that fills the room + different tails: with the question
+    # kept whole, the tail past the limit cannot change the score.
+    question = "зеленый чай цена доставка"
+    head = " ".join(["лампа"] * 40)
+    a = Reranker(tiny_model).score(question, [head + " чай", head + " доставка гарантия"])
+    assert a.truncated == [True, True]
+    assert a.scores[0] == pytest.approx(a.scores[1], abs=1e-6)
+    # ...while the question's last word does change it (it was not cut away).
+    b = Reranker(tiny_model).score("зеленый чай цена лампа", [head + " чай"])
+    assert b.scores[0] != pytest.approx(a.scores[0], abs=1e-6)
+
+
+def test_max_length_setting_caps_the_model_limit(tiny_model: str) -> None:
+    res = Reranker(tiny_model, max_length=16).score(QUESTION, [TEXTS[0], LONG])
+    assert res.max_length == 16
+    assert res.truncated == [False, True]
+    assert Reranker(tiny_model, max_length=4096).score(QUESTION, TEXTS).max_length == MAX_LENGTH
+
+
+def test_int8_needs_the_onnx_backend(tiny_model: str) -> None:
+    with pytest.raises(RerankUnavailable, match="onnx"):
+        Reranker(tiny_model, quantize="int8").score(QUESTION, TEXTS)
+    with pytest.raises(RerankUnavailable, match="unknown rerank backend"):
+        Reranker(tiny_model, backend="tensorrt").score(QUESTION, TEXTS)
+
+
+def _onnx_or_skip() -> None:
+    for mod in ("onnxruntime", "onnx"):
+        pytest.importorskip(mod, reason=f"{mod} is not installed (pip install 'osrag[onnx]')")
+
+
+def test_onnx_backend_ranks_like_torch(tiny_model: str, tmp_path: Path) -> None:
+    _onnx_or_skip()
+    texts = [*TEXTS, LONG, "чай tea", "цена гарантия доставка", "mini lamp"]
+    torch_res = Reranker(tiny_model).score(QUESTION, texts)
+    onnx_res = Reranker(tiny_model, backend="onnx", models_dir=tmp_path).score(QUESTION, texts)
+    assert (tmp_path / "rerank-onnx").is_dir()  # exported once, cached under models_dir
+    assert onnx_res.scores == pytest.approx(torch_res.scores, abs=1e-5)
+    assert onnx_res.order == torch_res.order
+    assert onnx_res.truncated == torch_res.truncated
+    int8 = Reranker(tiny_model, backend="onnx", quantize="int8", models_dir=tmp_path).score(QUESTION, texts)
+    assert len(int8.scores) == len(texts)
+    assert all(isinstance(s, float) for s in int8.scores)
