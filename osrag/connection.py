@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from osrag.errors import ClusterError, ClusterUnavailable
-from osrag.settings import Settings
+from osrag.settings import Settings, redact_url
 
 T = TypeVar("T")
 
@@ -21,13 +22,9 @@ def make_client(settings: Settings) -> Any:
     """An ``OpenSearch`` client for these settings (no request is sent)."""
     from opensearchpy import OpenSearch
 
-    auth = None
-    if settings.user:
-        pw = settings.password.get_secret_value() if settings.password else ""
-        auth = (settings.user, pw)
     return OpenSearch(
-        hosts=[settings.url],
-        http_auth=auth,
+        hosts=[settings.bare_url],  # user-info kept out of the transport: its logs and errors show hosts
+        http_auth=settings.credentials(),
         verify_certs=settings.tls_verify,
         ssl_show_warn=settings.tls_verify,
         ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
@@ -41,19 +38,29 @@ def make_client(settings: Settings) -> Any:
 
 @contextmanager
 def translate_errors(url: str, what: str = "request") -> Iterator[None]:
-    """Turn transport exceptions into osrag's named errors."""
+    """Turn transport exceptions into osrag's named errors (the URL shown without its password)."""
     from opensearchpy import exceptions as ose
 
+    shown = redact_url(url)
     try:
         yield
     except ose.ConnectionError as exc:
         raise ClusterUnavailable(
-            f"cannot reach OpenSearch at {url} ({_short(exc)}); is it running? try `osrag dev up`"
+            f"cannot reach OpenSearch at {shown} ({_unsecret(_short(exc), url)}); is it running? try `osrag dev up`"
         ) from exc
     except ose.AuthenticationException as exc:
-        raise ClusterError(f"OpenSearch at {url} refused the credentials for {what}") from exc
+        raise ClusterError(f"OpenSearch at {shown} refused the credentials for {what}") from exc
     except ose.TransportError as exc:
-        raise ClusterError(f"OpenSearch {what} failed: {_reason(exc)}") from exc
+        raise ClusterError(f"OpenSearch {what} failed: {_unsecret(_reason(exc), url)}") from exc
+
+
+def _unsecret(text: str, url: str) -> str:
+    """Mask the URL's password wherever a library message might echo it."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return text
+    return text.replace(password, "***") if password else text
 
 
 def _short(exc: Exception) -> str:

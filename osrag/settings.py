@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -78,7 +78,12 @@ def redact_url(url: str) -> str:
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        # A ValidationError's text would carry the raw value (a URL with its password) into tracebacks.
+        hide_input_in_errors=True,
     )
 
     # --- cluster -----------------------------------------------------------------
@@ -208,6 +213,22 @@ class Settings(BaseSettings):
     def display_url(self) -> str:
         """The cluster URL as it may be printed (password masked)."""
         return redact_url(self.url)
+
+    @property
+    def bare_url(self) -> str:
+        """The cluster URL without user-info: what the client connects to (credentials go apart)."""
+        parts = urlsplit(self.url)
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+    def credentials(self) -> tuple[str, str] | None:
+        """Basic-auth pair from OSRAG_USER/OSRAG_PASSWORD or from the URL's user-info (never both)."""
+        if self.user:
+            return (self.user, self.password.get_secret_value() if self.password else "")
+        parts = urlsplit(self.url)
+        if parts.username is None:
+            return None
+        return (unquote(parts.username), unquote(parts.password or ""))
 
     @property
     def tls_verify(self) -> bool:

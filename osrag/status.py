@@ -45,7 +45,7 @@ def read_status(settings: Settings) -> Status:
     health = cluster.health()
     st = Status(
         cluster={
-            "url": settings.url,
+            "url": settings.display_url,
             "version": info.get("version", {}).get("number"),
             "health": health.get("status"),
             "plugins": sorted({p["component"] for p in cluster.plugins()}),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -9,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from osrag.cli import main
-from osrag.errors import ConfigError, InvalidSetting
-from osrag.settings import PRODUCTION_EMBEDDING_MODEL, Settings, load_settings
+from osrag.connection import Cluster, make_client
+from osrag.errors import ClusterUnavailable, ConfigError, InvalidSetting
+from osrag.settings import PRODUCTION_EMBEDDING_MODEL, Settings, load_settings, redact_url
 
 
 @pytest.fixture
@@ -226,3 +228,94 @@ def test_edge_values_are_accepted(clean_env: pytest.MonkeyPatch) -> None:
         clean_env.setenv(var, value)
         load_settings(_env_file=None)
         clean_env.delenv(var)
+
+
+# ---------------------------------------------------------------- password redaction
+SECRET = "s3cret"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://u:s3cret@host:9200", "http://u:***@host:9200"),
+        ("https://u:s3cret@host:9200/prefix?x=1#f", "https://u:***@host:9200/prefix?x=1#f"),
+        ("http://u:s3%40cret@host", "http://u:***@host"),
+        ("http://u:s3cret@cret@host:1", "http://u:***@host:1"),  # an unencoded @ in the password
+        ("http://u:s3/cret@host", "http://u:***@host"),  # an unencoded / in the password
+        ("u:s3cret@host:9200", "u:***@host:9200"),  # no scheme: still masked
+        ("http://u@host:9200", "http://u@host:9200"),  # a user alone is no secret
+        ("http://host:9200", "http://host:9200"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_settings_show_the_url_without_its_password(clean_env: pytest.MonkeyPatch) -> None:
+    s = Settings(url="http://user:s3cret@127.0.0.1:9200", _env_file=None)
+    assert s.display_url == "http://user:***@127.0.0.1:9200"
+    assert SECRET not in str(s.redacted())
+    # ...and still connect with them: user-info becomes basic auth, the host list stays clean.
+    assert s.credentials() == ("user", SECRET)
+    assert s.bare_url == "http://127.0.0.1:9200"
+    client = make_client(s)
+    conn = client.transport.get_connection()
+    assert conn.host == "http://127.0.0.1:9200"
+    assert conn.headers["authorization"] == "Basic " + base64.b64encode(b"user:s3cret").decode()
+    assert Settings(url="http://u:p%40ss@h", _env_file=None).credentials() == ("u", "p@ss")
+
+
+def test_url_credentials_and_osrag_user_together_are_refused(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OSRAG_URL", "http://u:s3cret@127.0.0.1:9200")
+    clean_env.setenv("OSRAG_USER", "other")
+    with pytest.raises(InvalidSetting, match="keep one") as err:
+        load_settings(_env_file=None)
+    assert SECRET not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://u:s3cret@host", "http://u:s3cret@host:99999", "http://u:s3cret@:9200"]
+)
+def test_a_bad_url_with_a_password_is_reported_without_it(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    clean_env.setenv("OSRAG_URL", url)
+    code, output = _run_cli(["status"], capsys)
+    assert code == 2 and "OSRAG_URL=" in output
+    assert SECRET not in output
+
+
+def test_unreachable_cluster_error_hides_the_password(clean_env: pytest.MonkeyPatch) -> None:
+    s = Settings(url="http://u:s3cret@127.0.0.1:9", _env_file=None)
+    with pytest.raises(ClusterUnavailable) as err:
+        Cluster(s).info()
+    assert "http://u:***@127.0.0.1:9" in str(err.value)
+    assert SECRET not in str(err.value)
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["search", "вопрос"], ["install"]])
+def test_cli_errors_hide_the_password(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    clean_env.setenv("OSRAG_URL", "http://u:s3cret@127.0.0.1:9")
+    code, output = _run_cli(args, capsys)
+    assert code == 1
+    assert "cannot reach OpenSearch at http://u:***@127.0.0.1:9" in output
+    assert SECRET not in output
+
+
+@pytest.mark.parametrize("url", ["http://u:s3cret@127.0.0.1:9", "ftp://u:s3cret@127.0.0.1:9"])
+def test_debug_traceback_hides_the_password(tmp_path: Path, url: str) -> None:
+    """Even OSRAG_DEBUG=1 (tracebacks on) must not print it: the chained causes carry no password."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
+    env.update(OSRAG_URL=url, OSRAG_DEBUG="1")
+    p = subprocess.run(
+        [sys.executable, "-m", "osrag.cli", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert p.returncode != 0 and "Traceback" in p.stderr
+    assert SECRET not in p.stderr + p.stdout
