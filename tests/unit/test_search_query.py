@@ -1,4 +1,4 @@
-"""Pure query building and the lexical relevance gate of ``osrag.search`` (no server).
+"""Pure query building (``osrag.query``) and the lexical relevance gate (``osrag.gate``), no server.
 
 The last tests call ``SearchClient.search`` against an address where nothing
 listens: bad input must be refused before any request is sent, so they pass
@@ -13,26 +13,23 @@ from typing import Any
 import pytest
 
 from osrag.errors import InputError
+from osrag.gate import identifier_terms, is_relevant, names_identifier, query_terms, term_coverage
 from osrag.names import visibility_filter
-from osrag.search import (
+from osrag.query import (
     FILTER_KEYS,
     MAX_LEXICAL_TOKENS,
     MAX_QUESTION_CHARS,
     Hit,
-    SearchClient,
     _lexical_cost,
     bm25_head,
     filter_clauses,
     hybrid_body,
-    identifier_terms,
     knn_head,
     lexical_text,
-    names_identifier,
     parse_filters,
-    query_terms,
-    term_coverage,
     validate_question,
 )
+from osrag.search import SearchClient
 from osrag.settings import Settings
 
 ALIAS = "unit-alias"
@@ -317,16 +314,17 @@ def test_identifier_terms_and_exact_matching() -> None:
 
 
 def test_gate_passes_on_coverage_cosine_or_exact_code() -> None:
-    sc = SearchClient(Settings(url="http://127.0.0.1:9", _env_file=None))
+    s = Settings(url="http://127.0.0.1:9", _env_file=None)
+    cov, cos = s.gate_min_coverage, s.gate_min_cosine
 
     def hit(**kw: Any) -> Hit:
         return Hit(chunk_id="c", source={}, fused=0.01, rank=1, **kw)
 
-    assert sc._is_relevant(hit(coverage=sc.min_coverage))
-    assert sc._is_relevant(hit(cosine=sc.min_cosine))
-    assert sc._is_relevant(hit(ident_match=True))
-    assert not sc._is_relevant(hit(coverage=sc.min_coverage - 0.01, cosine=sc.min_cosine - 0.01))
-    assert not sc._is_relevant(hit())
+    assert is_relevant(hit(coverage=cov), cov, cos)
+    assert is_relevant(hit(cosine=cos), cov, cos)
+    assert is_relevant(hit(ident_match=True), cov, cos)
+    assert not is_relevant(hit(coverage=cov - 0.01, cosine=cos - 0.01), cov, cos)
+    assert not is_relevant(hit(), cov, cos)
 
 
 # --------------------------------------------------------------------------- validate_question

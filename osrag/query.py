@@ -1,0 +1,262 @@
+"""Query building: the question and filters as OpenSearch request bodies, and responses as hits.
+
+Pure functions (no client). Candidates come from ONE native ``hybrid`` query through the
+alias's search pipeline (RRF by default): a BM25 head that is a ``bool.should`` of per-field
+``match`` queries (chunk text, breadcrumb, title and the whole-identifier subfield, so the
+user's own wording always takes part and exact codes survive) and a kNN head on the
+question's embedding. Filters and the visibility clause apply to both heads -- inside the
+kNN query as an efficient filter, so the graph search is not starved by a post-filter.
+User text only ever goes into ``match`` queries, which do not parse query syntax.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from osrag.errors import ClusterError, InputError
+from osrag.names import visibility_filter
+
+MAX_QUESTION_CHARS = 4000
+FILTER_KEYS = (
+    "category",
+    "tenant",
+    "acl",
+    "doc_id",
+    "kind",
+    "updated_after",
+    "updated_before",
+    "include_archived",
+)
+MODES = ("hybrid", "bm25", "bm25-std", "knn")
+#: Upper bound on the analysed tokens the lexical head may ask for. Each token becomes a clause
+#: on each of the four matched fields, and the cluster refuses a query with more than
+#: ``indices.query.bool.max_clause_count`` (1024) clauses -- a legal 4000-character question
+#: of short words would otherwise fail with a server error.
+MAX_LEXICAL_TOKENS = 128
+
+
+def parse_filters(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate filter keys and values; unknown keys are an error naming the key."""
+    out: dict[str, Any] = {}
+    if raw is not None and not isinstance(raw, Mapping):
+        raise InputError(f"filters must be a mapping of key to value, got {type(raw).__name__}")
+    for key, value in (raw or {}).items():
+        if key not in FILTER_KEYS:
+            raise InputError(f"unknown filter {key!r}; known: {', '.join(FILTER_KEYS)}")
+        if key == "include_archived":
+            out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+        elif key in ("updated_after", "updated_before"):
+            try:
+                out[key] = dt.date.fromisoformat(str(value)[:10]).isoformat()
+            except ValueError as exc:
+                raise InputError(f"filter {key} wants a date YYYY-MM-DD, got {value!r}") from exc
+        else:
+            values = value if isinstance(value, (list, tuple)) else str(value).split(",")
+            out[key] = [str(v).strip() for v in values if str(v).strip()]
+            if not out[key]:
+                raise InputError(f"filter {key} is empty")
+    return out
+
+
+def filter_clauses(alias: str, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Clauses every head gets: visibility, archive exclusion, user filters."""
+    clauses: list[dict[str, Any]] = [visibility_filter(alias)]
+    if not filters.get("include_archived", False):
+        clauses.append({"bool": {"must_not": [{"term": {"archived": True}}]}})
+    for key in ("category", "tenant", "doc_id", "kind"):
+        if key in filters:
+            clauses.append({"terms": {key: list(filters[key])}})
+    if "acl" in filters:  # a chunk without ACL groups is public
+        clauses.append(
+            {
+                "bool": {
+                    "should": [
+                        {"terms": {"acl": list(filters["acl"])}},
+                        {"bool": {"must_not": [{"exists": {"field": "acl"}}]}},
+                    ],
+                    "minimum_should_match": 1,
+                }
+            }
+        )
+    rng = {}
+    if "updated_after" in filters:
+        rng["gte"] = filters["updated_after"]
+    if "updated_before" in filters:
+        rng["lte"] = filters["updated_before"]
+    if rng:
+        clauses.append({"range": {"updated_at": rng}})
+    return clauses
+
+
+def bm25_head(question: str, filters: list[dict[str, Any]], field: str = "text") -> dict[str, Any]:
+    """Per-field matches in a bool.should (multi_match over graph analyzers can be rewritten wrongly)."""
+    if field == "text.std":
+        should: list[dict[str, Any]] = [{"match": {"text.std": {"query": question}}}]
+    else:
+        should = [
+            {"match": {"text": {"query": question}}},
+            {"match": {"breadcrumb": {"query": question, "boost": 0.6}}},
+            {"match": {"title": {"query": question, "boost": 0.4}}},
+            {"match": {"text.ident": {"query": question, "boost": 1.5}}},
+        ]
+    return {"bool": {"should": should, "minimum_should_match": 1, "filter": filters}}
+
+
+_PART = re.compile(r"[^\W_]+")
+_CASE_CHANGE = re.compile(r"(?<=[a-zа-яё])(?=[A-ZА-ЯЁ])")
+
+
+def _lexical_cost(word: str) -> int:
+    """Upper bound of the search tokens one whitespace word analyses to (original + delimiter parts)."""
+    return 1 + len(_PART.findall(word)) + len(_CASE_CHANGE.findall(word))
+
+
+def lexical_text(question: str, max_tokens: int = MAX_LEXICAL_TOKENS) -> str:
+    """The question as the BM25 head sees it: verbatim unless it would exceed the clause limit.
+
+    A longer question keeps its first distinct words up to ``max_tokens`` (words too big
+    on their own are skipped); the kNN head still embeds the whole question.
+    """
+    words = question.split()
+    if sum(_lexical_cost(w) for w in words) <= max_tokens:
+        return question
+    kept: list[str] = []
+    seen: set[str] = set()
+    spent = 0
+    for w in words:
+        key, cost = w.casefold(), _lexical_cost(w)
+        if key in seen or spent + cost > max_tokens:
+            continue
+        seen.add(key)
+        kept.append(w)
+        spent += cost
+    return " ".join(kept)
+
+
+def knn_head(
+    vector: Sequence[float], k: int, filters: list[dict[str, Any]], ef_search: int | None = None
+) -> dict[str, Any]:
+    """The kNN head; ``ef_search`` (never below k) widens the HNSW search per query."""
+    head: dict[str, Any] = {
+        "vector": [float(x) for x in vector],
+        "k": k,
+        "filter": {"bool": {"filter": filters}},
+    }
+    if ef_search:
+        head["method_parameters"] = {"ef_search": max(int(ef_search), k)}
+    return {"knn": {"embedding": head}}
+
+
+def hybrid_body(
+    question: str,
+    vector: Sequence[float],
+    depth: int,
+    filters: list[dict[str, Any]],
+    ef_search: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "size": depth,
+        "query": {
+            "hybrid": {
+                "queries": [bm25_head(question, filters), knn_head(vector, depth, filters, ef_search)],
+                "pagination_depth": depth,
+            }
+        },
+        "_source": {"excludes": ["body"]},
+    }
+
+
+def validate_question(question: Any) -> str:
+    if not isinstance(question, str):
+        raise InputError(f"question must be text, got {type(question).__name__}")
+    q = question.strip()
+    if not q:
+        raise InputError("question is empty")
+    if len(q) > MAX_QUESTION_CHARS:
+        raise InputError(f"question is {len(q)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    return q
+
+
+def candidates_body(
+    mode: str,
+    question: str,
+    vector: Sequence[float] | None,
+    depth: int,
+    filters: list[dict[str, Any]],
+    ef_search: int | None = None,
+) -> dict[str, Any]:
+    """The request body of one retrieval ``mode`` (``question`` already passed ``lexical_text``)."""
+    if mode == "hybrid":
+        assert vector is not None
+        return hybrid_body(question, vector, depth, filters, ef_search)
+    if mode == "knn":
+        assert vector is not None
+        query = knn_head(vector, depth, filters, ef_search)
+    else:
+        query = bm25_head(question, filters, "text.std" if mode == "bm25-std" else "text")
+    return {"size": depth, "query": query, "_source": {"excludes": ["body"]}}
+
+
+def section_body(alias: str, section_id: str) -> dict[str, Any]:
+    """The visible chunks of a section and of its direct subsections, in document order."""
+    flt = [
+        visibility_filter(alias),
+        {
+            "bool": {
+                "should": [
+                    {"term": {"section_id": section_id}},
+                    {"term": {"parent_section_id": section_id}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+    ]
+    return {
+        "size": 1000,
+        "query": {"bool": {"filter": flt}},
+        "sort": [{"ordinal": "asc"}],
+        "_source": {"excludes": ["embedding"]},
+    }
+
+
+@dataclass
+class Hit:
+    """One candidate chunk as retrieved, with what the gate and the reranker add to it."""
+
+    chunk_id: str
+    source: dict[str, Any]
+    fused: float
+    rank: int
+    relevance: float = 0.0
+    coverage: float = 0.0
+    cosine: float = 0.0
+    rerank: float | None = None
+    truncated: bool = False
+    ident_match: bool = False
+
+
+def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
+    """A search response's hits in the order the cluster ranked them."""
+    return [
+        Hit(
+            chunk_id=h["_source"].get("chunk_id", h["_id"]),
+            source=h["_source"],
+            fused=float(h["_score"] or 0.0),
+            rank=i + 1,
+        )
+        for i, h in enumerate(resp["hits"]["hits"])
+    ]
+
+
+def missing_index(exc: ClusterError, index: str) -> bool:
+    """True when the cluster refused a search because ``index`` does not exist (404 index_not_found)."""
+    cause = exc.__cause__
+    if getattr(cause, "status_code", None) != 404:
+        return False
+    info = getattr(cause, "info", None)
+    text = str(info) if info is not None else str(cause)
+    return "index_not_found" in text and f"[{index}]" in text

@@ -1,0 +1,197 @@
+"""Rank and select: from retrieved (gated, possibly reranked) hits to the envelope.
+
+A pure step -- no cluster, no model -- so the whole "what does the caller get" logic
+(evidence order, the relevance gate, the token budget, duplicates, the status and its
+message) is unit-tested from hand-made hits. ``SearchClient.search`` does the I/O
+around it: retrieval, the question's embedding, the cross-encoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from osrag.budget import Candidate, Selection, SelectionConfig, select
+from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores, location_fields
+from osrag.gate import evidence_order, relevant_ids
+from osrag.names import age_seconds
+from osrag.query import Hit
+from osrag.settings import Settings
+
+
+def passage(src: Mapping[str, Any], rank: int, **extra: Any) -> Passage:
+    """The one mapping of a chunk's ``_source`` to a ``Passage`` (``extra`` overrides or adds)."""
+    fields: dict[str, Any] = {
+        "chunk_id": src.get("chunk_id", ""),
+        "doc_id": src.get("doc_id", ""),
+        "title": src.get("title", ""),
+        "heading_path": list(src.get("heading_path") or []),
+        "source": src.get("source", ""),
+        "section_id": src.get("section_id"),
+        "parent_section_id": src.get("parent_section_id"),
+        "kind": src.get("kind", "text"),
+        "text": src.get("text", ""),
+        "tokens": int(src.get("token_count", 0)),
+        "rank": rank,
+        "start": src.get("start"),
+        "end": src.get("end"),
+        **location_fields(src),
+    }
+    fields.update(extra)
+    return Passage(**fields)
+
+
+def freshness(alias: str, index: str, meta: Mapping[str, Any]) -> Freshness:
+    """What the answer was read from, and how long ago that index was last written."""
+    last = meta.get("last_ingest_at")
+    return Freshness(
+        alias=alias,
+        index=index,
+        embedding_model=meta.get("embedding_model"),
+        dimension=meta.get("dimension"),
+        last_ingest_at=last,
+        age_seconds=age_seconds(last),
+    )
+
+
+def rank_and_select(
+    question: str,
+    hits: Sequence[Hit],
+    *,
+    budget: int,
+    settings: Settings,
+    fresh: Freshness,
+    count_tokens: Callable[[str], int],
+    use_stored_counts: bool = True,
+    rerank: RerankInfo | None = None,
+    selection: SelectionConfig | None = None,
+    filters: Mapping[str, Any] | None = None,
+    notes: Sequence[str] = (),
+    timings: Mapping[str, float] | None = None,
+) -> Envelope:
+    """The minimal material sufficient to answer ``question`` within ``budget``, or say so.
+
+    ``hits`` are in the final order when ``rerank.used``; otherwise in fused order, and
+    (with ``settings.evidence_order``) reordered by evidence here. Each hit must already
+    carry the gate's coverage/cosine/identifier scores (``gate.annotate``). A chunk's cost is
+    the count the index stored in its model's own tokenizer (``use_stored_counts``), else
+    ``count_tokens`` of its text (a caller's own tokenizer, or a chunk without a count).
+    """
+    info = rerank or RerankInfo()
+    ordered = list(hits)
+    if not info.used and settings.evidence_order:
+        ordered = evidence_order(ordered)
+
+    def cost(src: Mapping[str, Any]) -> int:
+        stored = src.get("token_count")
+        if use_stored_counts and isinstance(stored, int):
+            return stored
+        return int(count_tokens(src.get("text", "")))
+
+    keep = relevant_ids(
+        ordered,
+        settings.gate_min_coverage,
+        settings.gate_min_cosine,
+        settings.gate_relative_coverage,
+        settings.gate_relative_cosine,
+    )
+    cands = [
+        Candidate(
+            chunk_id=h.chunk_id,
+            doc_id=h.source.get("doc_id", ""),
+            text=h.source.get("text", ""),
+            tokens=cost(h.source),
+            # Rank-derived so that selection walks the final order.
+            score=float(len(ordered) - pos),
+            kind=h.source.get("kind", "text"),
+            embedding=tuple(h.source["embedding"]) if h.source.get("embedding") else None,
+            section_id=h.source.get("section_id"),
+        )
+        for pos, h in enumerate(ordered)
+    ]
+    gated = [c for c in cands if c.chunk_id in keep]
+    cfg = selection or SelectionConfig(dup_cosine=settings.dedup_cosine, dup_overlap=settings.dedup_overlap)
+    sel = select(gated, budget, cfg)
+    status, message = _status(sel, budget, bool(ordered))
+    by_id = {h.chunk_id: h for h in ordered}
+    passages = [
+        passage(
+            by_id[c.chunk_id].source,
+            rank,
+            chunk_id=c.chunk_id,
+            doc_id=c.doc_id,
+            kind=c.kind,
+            text=c.text,
+            tokens=c.tokens,
+            scores=StageScores(
+                fused=by_id[c.chunk_id].fused,
+                rerank=by_id[c.chunk_id].rerank,
+                relevance=round(by_id[c.chunk_id].relevance, 4),
+            ),
+            via_reserved_slot=(sel.reserved_used == c.chunk_id),
+            rerank_truncated=by_id[c.chunk_id].truncated,
+        )
+        for rank, c in enumerate(sel.selected, start=1)
+    ]
+    return Envelope(
+        question=question,
+        status=status,
+        message=message,
+        budget_tokens=budget,
+        spent_tokens=sel.spent,
+        passages=passages,
+        left_out=_left_out(sel),
+        left_out_for_budget=len(sel.left_out_budget),
+        duplicates_dropped=len(sel.duplicates),
+        below_threshold=len(cands) - len(gated),
+        candidates=len(ordered),
+        reserved_slot_used=sel.reserved_used,
+        fusion=settings.fusion,
+        rerank=info,
+        filters=dict(filters or {}),
+        freshness=fresh,
+        timings_ms={k: round(v, 2) for k, v in (timings or {}).items()},
+        notes=list(notes),
+    )
+
+
+def _left_out(sel: Selection) -> list[LeftOutItem]:
+    left = [
+        LeftOutItem(
+            chunk_id=lo.candidate.chunk_id,
+            doc_id=lo.candidate.doc_id,
+            tokens=lo.candidate.tokens,
+            reason=lo.reason if lo.reason in ("budget", "not_worth") else "budget",
+        )
+        for lo in sel.left_out_budget
+    ]
+    return left + [
+        LeftOutItem(
+            chunk_id=lo.candidate.chunk_id,
+            doc_id=lo.candidate.doc_id,
+            tokens=lo.candidate.tokens,
+            reason="duplicate",
+            duplicate_of=lo.duplicate_of,
+        )
+        for lo in sel.duplicates
+    ]
+
+
+def _status(sel: Selection, budget: int, any_candidates: bool) -> tuple[Any, str]:
+    """The envelope's status and its one-line message."""
+    if not sel.selected and sel.left_out_budget:
+        # Relevant material exists but no whole unit fits: that is a budgeted answer, not "nothing".
+        return "budgeted", (
+            f"a budgeted selection: none of the {len(sel.left_out_budget)} relevant passage(s) fits {budget} tokens"
+        )
+    if not sel.selected:
+        return "nothing_relevant", (
+            "no candidate passed the relevance threshold"
+            if any_candidates
+            else "the index returned no candidates"
+        )
+    if sel.complete:
+        return "complete", "everything relevant that was found fits the budget"
+    return "budgeted", (
+        f"a budgeted selection: {len(sel.left_out_budget)} relevant passage(s) did not fit {budget} tokens"
+    )
