@@ -207,21 +207,17 @@ def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def ingest(paths: tuple[str, ...], strategy: str, as_json: bool) -> None:
-    """Chunk, embed and index files or directories (.md, .txt)."""
-    from tqdm import tqdm
-
+    """Chunk, embed and index files or directories (.md, .txt; .pdf, .docx, .html, .pptx are
+    converted to Markdown first)."""
     from osrag.indexing import Ingester, find_files
+    from osrag.progress import Progress
 
     s = _settings()
     total = sum(1 for _ in find_files(paths))
-    bar = tqdm(total=total, unit="doc", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
-
-    def progress(path: str, outcome: str) -> None:
-        bar.update(1)
-        bar.set_postfix_str(outcome)
-
-    report = Ingester(s, strategy=strategy).ingest(paths, progress=progress)
-    bar.close()
+    with Progress("doc", total=total, quiet=as_json) as bar:
+        report = Ingester(s, strategy=strategy).ingest(
+            paths, progress=lambda path, outcome: bar.advance(outcome)
+        )
     if as_json:
         _echo_json(report.as_dict())
     else:
@@ -316,8 +312,7 @@ def section(section_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bool) -> None:
     """Build a new index from the current template, verify it, switch the alias atomically."""
-    from tqdm import tqdm
-
+    from osrag.progress import Progress
     from osrag.reindex import Reindexer
 
     if abort and (dry_run or embedding_model):
@@ -359,15 +354,8 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
             "  then: verify counts and sample queries, switch the alias in one request, keep the old index"
         )
         return
-    bar = tqdm(unit="chunk", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
-
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    plan = r.run(embedding_model, progress=progress)
-    bar.close()
+    with Progress("chunk", quiet=as_json) as bar:
+        plan = r.run(embedding_model, progress=bar.update_to)
     if as_json:
         _echo_json(plan.as_dict())
     else:
