@@ -476,51 +476,73 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
 @cli.command("eval")
 @click.argument("golden", type=click.Path(exists=True, dir_okay=False), default="golden/golden.jsonl")
 @click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/*.tsv); repeatable.",
+)
+@click.option(
     "--corpus",
     type=click.Path(exists=True, file_okay=False),
     default=None,
-    help="Corpus directory (default: corpus/ beside the golden file).",
+    help="Corpus directory of the golden file (default: corpus/ beside it).",
 )
 @click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Where to write results.json, REPORT.md and the PNG (default: report/ beside the golden file).",
+    help="Where to write results.json, REPORT.md and the PNGs (default: report/ beside the golden file).",
 )
-@click.option("--budget", type=int, default=1000, show_default=True)
+@click.option("--budget", type=int, default=1500, show_default=True, help="Budget of the stage-latency line.")
 @click.option("--depth", type=int, default=40, show_default=True)
-@click.option("--limit", type=int, default=None, help="Only the first N questions (smoke runs).")
+@click.option("--limit", type=int, default=None, help="Sample at most N questions per set (quick runs).")
+@click.option(
+    "--test",
+    "stat_test",
+    type=click.Choice(["fisher", "student"]),
+    default="fisher",
+    show_default=True,
+    help="Paired significance test against the baseline.",
+)
+@click.option("--workers", type=int, default=4, show_default=True, help="Questions in flight at once.")
 @click.option("--json", "as_json", is_flag=True)
 def eval_cmd(
     golden: str,
+    datasets: tuple[str, ...],
     corpus: str | None,
     out_dir: str | None,
     budget: int,
     depth: int,
     limit: int | None,
+    stat_test: str,
+    workers: int,
     as_json: bool,
 ) -> None:
-    """Run the golden-set evaluation: configurations side by side, one table."""
+    """Evaluate the golden set and any BEIR sets side by side: one report, every set."""
     from pathlib import Path
 
-    from osrag import eval as ev
+    from osrag import evaluation as ev
 
     gp = Path(golden)
     cfg = ev.EvalConfig(
         golden=gp,
-        corpus=Path(corpus) if corpus else gp.parent / "corpus",
+        corpus=Path(corpus) if corpus else None,
+        datasets=tuple(Path(d) for d in datasets),
         out_dir=Path(out_dir) if out_dir else gp.parent / "report",
         budget=budget,
         depth=depth,
         limit=limit,
+        stat_test=stat_test,
+        workers=workers,
     )
     report = ev.run(_settings(), cfg, log=lambda m: click.echo(f"eval: {m}", err=True))
     if as_json:
         _echo_json(report)
     else:
         click.echo(ev.format_table(report))
-        click.echo(f"\nwritten: {cfg.out_dir}/REPORT.md, results.json, recall_vs_budget.png")
+        click.echo(f"written: {cfg.out_dir}/REPORT.md, results.json, recall_vs_budget_*.png")
 
 
 def main(argv: list[str] | None = None) -> None:

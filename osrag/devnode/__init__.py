@@ -1,0 +1,22 @@
+"""Local OpenSearch nodes and clusters for development, tests and CI (no Docker).
+
+``DevNode`` runs one node of a version, plain or secured; ``DevCluster`` runs a
+local multi-node cluster. See ``plan`` for the layout and port plan.
+"""
+
+from osrag.devnode.launcher import ClusterStatus, DevCluster, DevNode, NodeStatus
+from osrag.devnode.plan import REQUIRED_PLUGINS, Artifact, artifacts
+from osrag.devnode.process import NODE_USER, _java_major, _last_error_line
+
+__all__ = [
+    "NODE_USER",
+    "REQUIRED_PLUGINS",
+    "Artifact",
+    "ClusterStatus",
+    "DevCluster",
+    "DevNode",
+    "NodeStatus",
+    "_java_major",
+    "_last_error_line",
+    "artifacts",
+]

@@ -1,0 +1,401 @@
+"""Local OpenSearch for development, tests and CI, with no Docker.
+
+``DevNode`` is one node of a version (plain, or ``security=True`` for TLS +
+basic auth); ``DevCluster`` is n nodes of one version forming one cluster. Both
+fetch through Maven, start, stop exactly the processes they started (by pid
+file) and hand out a ``Settings`` that points at what they run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from osrag.devnode import process as proc
+from osrag.devnode import security as sec
+from osrag.devnode.plan import (
+    ADMIN_USER,
+    REQUIRED_PLUGINS,
+    NodeSpec,
+    artifacts,
+    missing_modules,
+    opensearch_yml,
+    plan_cluster,
+    plan_single,
+    security_settings,
+)
+from osrag.errors import LauncherError
+from osrag.settings import Settings
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    url: str
+    running: bool
+    started_by_osrag: bool
+    pid: int | None
+    version: str | None = None
+    health: str | None = None
+    plugins: tuple[str, ...] = ()
+    detail: str = ""
+    name: str = ""
+    ca_certs: str | None = None  # secured node only: where the CA is, who the admin is
+    user: str | None = None
+    password_file: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "url": self.url,
+            "running": self.running,
+            "started_by_osrag": self.started_by_osrag,
+            "pid": self.pid,
+            "version": self.version,
+            "health": self.health,
+            "plugins": list(self.plugins),
+            "detail": self.detail,
+            "ca_certs": self.ca_certs,
+            "user": self.user,
+            "password_file": self.password_file,
+        }
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    cluster_name: str
+    health: str | None
+    number_of_nodes: int
+    nodes: tuple[NodeStatus, ...] = field(default_factory=tuple)
+
+    @property
+    def running(self) -> bool:
+        return any(n.running for n in self.nodes)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "cluster_name": self.cluster_name,
+            "health": self.health,
+            "number_of_nodes": self.number_of_nodes,
+            "nodes": [n.as_dict() for n in self.nodes],
+        }
+
+
+class _Base:
+    """What a node and a cluster share: settings, the Maven repo, the JDK, install."""
+
+    def __init__(self, settings: Settings, log: proc.Log | None, version: str | None) -> None:
+        self.s = settings
+        self.home = Path(settings.dev_home)
+        self.version = version or settings.dev_opensearch_version
+        self._log = log or (lambda msg: None)
+
+    @property
+    def m2(self) -> Path:
+        return self.home / "m2"
+
+    def java_home(self) -> Path:
+        return proc.java_home_for(self.version, self.s.dev_java_home)
+
+    def _install(self, security: bool, target: Path) -> Path:
+        if (target / ".osrag-installed").exists():
+            return target
+        arts = artifacts(self.version, security)
+        jh = self.java_home()
+        env = dict(proc.node_env(jh, self._any_spec()))
+        env.pop("OPENSEARCH_PATH_CONF")  # the plugin tool writes the install's own config dir
+        return proc.install(target, arts, missing_modules(self.version), self.m2, jh, env, self._log)
+
+    def _any_spec(self) -> NodeSpec:
+        raise NotImplementedError
+
+    def _start(self, specs: list[NodeSpec], ymls: list[str]) -> None:
+        for spec, yml in zip(specs, ymls, strict=True):
+            proc.prepare_run_dir(spec, yml)
+            proc.hand_to_node_user(spec, self.home)
+        jh = self.java_home()
+        proc.launch(specs, [proc.node_env(jh, s) for s in specs], self._log)
+
+
+class DevNode(_Base):
+    """Fetch, install, start, stop and inspect one local node of a version."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        log: proc.Log | None = None,
+        *,
+        version: str | None = None,
+        security: bool = False,
+    ) -> None:
+        super().__init__(settings, log, version)
+        self.security = security
+        self.spec = plan_single(
+            self.home, self.version, security=security, port=settings.dev_port, heap=settings.dev_heap
+        )
+
+    def _any_spec(self) -> NodeSpec:
+        return self.spec
+
+    # ---- paths ----------------------------------------------------------------
+    @property
+    def install_dir(self) -> Path:
+        return self.spec.install_dir
+
+    @property
+    def data_dir(self) -> Path:
+        return self.spec.data_dir
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.spec.logs_dir
+
+    @property
+    def pid_file(self) -> Path:
+        return self.spec.pid_file
+
+    @property
+    def url(self) -> str:
+        return self.spec.url
+
+    @property
+    def ca_file(self) -> Path:
+        return self.spec.config_dir / "certs" / "ca.pem"
+
+    @property
+    def password_file(self) -> Path:
+        """0600, beside (not inside) what the node user owns."""
+        return self.spec.run_dir / "admin-password"
+
+    @property
+    def admin_cert_files(self) -> tuple[Path, Path]:
+        """(cert, key) of the admin client certificate (the plugin's admin_dn), for securityadmin."""
+        d = self.spec.run_dir / "client"
+        return d / "admin.pem", d / "admin-key.pem"
+
+    # ---- API for other code ---------------------------------------------------
+    def client_settings(self, **overrides: object) -> Settings:
+        """``Settings`` pointing at this node: its URL and, when secured, CA, admin user and password."""
+        update: dict[str, object] = {"url": self.url}
+        if self.security:
+            update.update(
+                ca_certs=self.ca_file,
+                user=ADMIN_USER,
+                password=SecretStr(self._password()),
+                verify_certs=True,
+            )
+        update.update(overrides)
+        return self.s.model_copy(update=update)
+
+    def _password(self) -> str:
+        try:
+            return self.password_file.read_text().strip()
+        except OSError as exc:
+            raise LauncherError(
+                f"no admin password file at {self.password_file}; start the node first (osrag dev up --security)"
+            ) from exc
+
+    def install(self) -> Path:
+        return self._install(self.security, self.install_dir)
+
+    # ---- process ----------------------------------------------------------------
+    def up(self, wait_s: float = 240.0) -> NodeStatus:
+        """Start the node, or reuse the one already answering; wait until healthy."""
+        current = self.status()
+        if current.running:
+            missing = [p for p in REQUIRED_PLUGINS if p not in current.plugins]
+            if missing:
+                raise LauncherError(
+                    f"something already answers at {self.url} without plugin(s) {', '.join(missing)}; "
+                    "stop it or set OSRAG_DEV_PORT"
+                )
+            self._log(f"reusing the node at {self.url} (pid {current.pid or 'unknown'})")
+            return current
+        if self.security and current.detail.startswith("HTTP"):
+            raise LauncherError(f"something already answers at {self.url} ({current.detail}); stop it first")
+        self.install()
+        security = self._ensure_security_files() if self.security else None
+        t0 = time.monotonic()
+        self._start([self.spec], [opensearch_yml(self.spec, security)])
+        deadline = t0 + wait_s
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st.running and st.health in ("green", "yellow"):
+                self._log(f"{self.spec.name} healthy after {time.monotonic() - t0:.0f}s")
+                return st
+            if self.pid_file.exists() and proc.read_pid(self.pid_file) is None:
+                raise LauncherError(f"OpenSearch exited during start-up; see {self.logs_dir}")
+            time.sleep(1.0)
+        raise LauncherError(f"OpenSearch did not become healthy within {wait_s:.0f}s; see {self.logs_dir}")
+
+    def _ensure_security_files(self) -> dict[str, object]:
+        """Certificates, users and password, made once; the plugin settings that use them."""
+        certs_dir = self.spec.config_dir / "certs"
+        client_dir = self.spec.run_dir / "client"
+        proc.ensure_config_dir(self.spec)
+        if not (certs_dir / "node.pem").exists():
+            self._log("generating a CA, node and admin certificate")
+            cs = sec.generate_certs()
+            certs_dir.mkdir(parents=True, exist_ok=True)
+            (certs_dir / "ca.pem").write_bytes(cs.ca_cert)
+            (certs_dir / "node.pem").write_bytes(cs.node_cert)
+            sec.write_private(certs_dir / "node-key.pem", cs.node_key)
+            (client_dir).mkdir(parents=True, exist_ok=True)
+            (client_dir / "admin.pem").write_bytes(cs.admin_cert)
+            sec.write_private(client_dir / "admin-key.pem", cs.admin_key)
+            sec.write_private(client_dir / "ca-key.pem", cs.ca_key)
+            (client_dir / "dns.json").write_text(json.dumps({"node": cs.node_dn, "admin": cs.admin_dn}))
+        if not self.password_file.exists():
+            self._log(f"generating the admin password into {self.password_file}")
+            password = sec.new_password()
+            sec.write_private(self.password_file, password.encode())
+            sec_dir = self.spec.config_dir / "opensearch-security"
+            (sec_dir / "internal_users.yml").write_text(sec.internal_users_yml(sec.bcrypt_hash(password)))
+            (sec_dir / "roles_mapping.yml").write_text(sec.roles_mapping_yml())
+        dns = json.loads((client_dir / "dns.json").read_text())
+        return security_settings(admin_dn=dns["admin"], node_dn=dns["node"])
+
+    def down(self, wait_s: float = 60.0) -> bool:
+        """Stop exactly the process this launcher started; False if none was running."""
+        return proc.stop(self.pid_file, wait_s)
+
+    def status(self) -> NodeStatus:
+        pid = proc.read_pid(self.pid_file)
+        cafile = auth = None
+        extra: dict[str, object] = {"name": self.spec.name}
+        if self.security:
+            cafile = self.ca_file
+            extra.update(ca_certs=str(self.ca_file), user=ADMIN_USER, password_file=str(self.password_file))
+            if self.password_file.exists():
+                auth = (ADMIN_USER, self._password())
+        code, info = proc.http_get(f"{self.url}/", cafile=cafile, auth=auth)
+        if not isinstance(info, dict):
+            detail = "not answering" if code is None else f"HTTP {code} on GET /"
+            return NodeStatus(self.url, False, pid is not None, pid, detail=detail, **extra)
+        _, health = proc.http_get(f"{self.url}/_cluster/health", cafile=cafile, auth=auth)
+        _, plugins = proc.http_get(f"{self.url}/_cat/plugins?format=json", cafile=cafile, auth=auth)
+        names = tuple(sorted({p.get("component", "") for p in plugins or []}))
+        return NodeStatus(
+            url=self.url,
+            running=True,
+            started_by_osrag=pid is not None,
+            pid=pid,
+            version=info.get("version", {}).get("number"),
+            health=(health or {}).get("status"),
+            plugins=names,
+            **extra,
+        )
+
+
+class DevCluster(_Base):
+    """n local nodes of one version forming one cluster, for multi-node and fault tests."""
+
+    def __init__(
+        self, settings: Settings, log: proc.Log | None = None, *, version: str | None = None, nodes: int = 3
+    ) -> None:
+        super().__init__(settings, log, version)
+        heap = settings.dev_heap if "dev_heap" in settings.model_fields_set else None
+        self.specs = plan_cluster(self.home, self.version, nodes, **({"heap": heap} if heap else {}))
+
+    def _any_spec(self) -> NodeSpec:
+        return self.specs[0]
+
+    @property
+    def urls(self) -> list[str]:
+        return [s.url for s in self.specs]
+
+    def spec(self, n: int) -> NodeSpec:
+        if not 1 <= n <= len(self.specs):
+            raise LauncherError(f"node {n} does not exist; the cluster has nodes 1..{len(self.specs)}")
+        return self.specs[n - 1]
+
+    def client_settings(self, node: int = 1, **overrides: object) -> Settings:
+        """``Settings`` pointing at node ``node`` (1-based); stop a different one in fault tests."""
+        return self.s.model_copy(update={"url": self.spec(node).url, **overrides})
+
+    def install(self) -> Path:
+        return self._install(False, self.specs[0].install_dir)
+
+    def up(self, wait_s: float = 300.0) -> ClusterStatus:
+        """Start every node not already running; wait until all have joined and nothing is red."""
+        down = [s for s in self.specs if proc.read_pid(s.pid_file) is None]
+        busy = [s for s in down if proc.http_get(f"{s.url}/")[0] is not None]
+        if busy:
+            raise LauncherError(
+                f"port(s) {', '.join(str(s.http_port) for s in busy)} already answer but were not started "
+                "by this launcher; stop what runs there"
+            )
+        if down:
+            self.install()
+            t0 = time.monotonic()
+            self._start(down, [opensearch_yml(s) for s in down])
+            st = self._wait_joined(len(self.specs), t0 + wait_s)
+            self._log(f"{len(self.specs)} nodes joined, {st.health}, after {time.monotonic() - t0:.0f}s")
+            return st
+        return self.status()
+
+    def _wait_joined(self, expected: int, deadline: float) -> ClusterStatus:
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st.number_of_nodes == expected and st.health in ("green", "yellow"):
+                return st
+            for s in self.specs:
+                if s.pid_file.exists() and proc.read_pid(s.pid_file) is None:
+                    raise LauncherError(f"{s.name} exited during start-up; see {s.logs_dir}")
+            time.sleep(1.0)
+        raise LauncherError(
+            f"the cluster did not reach {expected} nodes in time; see {self.specs[0].logs_dir}"
+        )
+
+    def down(self, wait_s: float = 60.0) -> list[int]:
+        """Stop exactly the nodes this launcher started; their numbers."""
+        return [i + 1 for i, s in enumerate(self.specs) if proc.stop(s.pid_file, wait_s)]
+
+    def stop_node(self, n: int, wait_s: float = 60.0) -> bool:
+        return proc.stop(self.spec(n).pid_file, wait_s)
+
+    def start_node(self, n: int, wait_s: float = 240.0) -> ClusterStatus:
+        """Start one stopped node and wait until the cluster has all its nodes again."""
+        spec = self.spec(n)
+        if proc.read_pid(spec.pid_file) is not None:
+            return self.status()
+        t0 = time.monotonic()
+        self._start([spec], [opensearch_yml(spec)])
+        st = self._wait_joined(len(self.specs), t0 + wait_s)
+        self._log(f"{spec.name} rejoined after {time.monotonic() - t0:.0f}s ({st.health})")
+        return st
+
+    def status(self) -> ClusterStatus:
+        nodes = []
+        health: dict[str, object] = {}
+        for s in self.specs:
+            pid = proc.read_pid(s.pid_file)
+            _, info = proc.http_get(f"{s.url}/")
+            if not isinstance(info, dict):
+                nodes.append(
+                    NodeStatus(s.url, False, pid is not None, pid, detail="not answering", name=s.name)
+                )
+                continue
+            _, h = proc.http_get(f"{s.url}/_cluster/health?timeout=2s")
+            if isinstance(h, dict) and not health:
+                health = h
+            nodes.append(
+                NodeStatus(
+                    s.url,
+                    True,
+                    pid is not None,
+                    pid,
+                    version=info.get("version", {}).get("number"),
+                    health=(h or {}).get("status") if isinstance(h, dict) else None,
+                    name=s.name,
+                )
+            )
+        return ClusterStatus(
+            cluster_name=self.specs[0].cluster_name,
+            health=health.get("status"),  # type: ignore[arg-type]
+            number_of_nodes=int(health.get("number_of_nodes", 0)),  # type: ignore[arg-type]
+            nodes=tuple(nodes),
+        )

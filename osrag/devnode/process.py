@@ -1,0 +1,334 @@
+"""Fetching, installing, starting and stopping OpenSearch processes (the I/O edge).
+
+The distribution (``org.opensearch.distribution.integ-test-zip:opensearch``) and
+the plugin zips come from Maven Central through ``mvn`` into a Maven repository
+under the osrag cache dir, so nothing is fetched from anywhere else.
+
+OpenSearch refuses to start as root. When osrag itself runs as root (CI, these
+machines), each node runs as the unprivileged system user ``osrag-node`` via
+``runuser``; its home is then a system cache dir that user can enter.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from osrag.devnode.plan import Artifact, Module, NodeSpec, choose_jdk, jdk_range
+from osrag.errors import LauncherError
+
+NODE_USER = "osrag-node"
+Log = Callable[[str], None]
+
+
+# ---- JDK ------------------------------------------------------------------------
+def _java_major(home: Path) -> int:
+    try:
+        text = (home / "release").read_text()
+    except OSError:
+        return 0
+    m = re.search(r'JAVA_VERSION="(\d+)', text)
+    return int(m.group(1)) if m else 0
+
+
+def installed_jdks() -> list[tuple[int, Path]]:
+    """(major, home) of $JAVA_HOME and every JDK under /usr/lib/jvm, symlinks collapsed."""
+    seen: dict[Path, tuple[int, Path]] = {}
+    for base in (Path(os.environ.get("JAVA_HOME", "/nonexistent")), *sorted(Path("/usr/lib/jvm").glob("*"))):
+        major = _java_major(base)
+        if major:
+            seen.setdefault(base.resolve(), (major, base))
+    return list(seen.values())
+
+
+def java_home_for(version: str, explicit: Path | None) -> Path:
+    """OSRAG_DEV_JAVA_HOME when set (and fitting), else the newest installed JDK that fits."""
+    if explicit is not None:
+        major = _java_major(explicit)
+        lo, hi = jdk_range(version)
+        if major < lo or (hi is not None and major > hi):
+            want = f">= {lo}" if hi is None else f"{lo}..{hi}"
+            raise LauncherError(f"OSRAG_DEV_JAVA_HOME={explicit} is not a JDK {want} (OpenSearch {version})")
+        return explicit
+    return choose_jdk(version, installed_jdks())
+
+
+# ---- fetch and install ----------------------------------------------------------
+def fetch(arts: list[Artifact], m2: Path, java_home: Path, log: Log) -> dict[str, Path]:
+    """Each artifact's zip, downloaded by mvn once and then reused."""
+    if shutil.which("mvn") is None:
+        raise LauncherError("`mvn` is not on PATH; it fetches OpenSearch from Maven Central")
+    out: dict[str, Path] = {}
+    env = dict(os.environ, JAVA_HOME=str(java_home))
+    for art in arts:
+        path = art.path_in(m2)
+        if not path.exists():
+            log(f"fetching {art.coordinate} from Maven Central")
+            proc = subprocess.run(
+                [
+                    "mvn",
+                    "-B",
+                    "-q",
+                    "dependency:get",
+                    f"-Dartifact={art.coordinate}",
+                    "-Dtransitive=false",
+                    f"-Dmaven.repo.local={m2}",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=900,
+            )
+            if proc.returncode != 0 or not path.exists():
+                tail = _last_error_line(proc.stdout + proc.stderr)
+                raise LauncherError(f"mvn could not fetch {art.coordinate}: {tail}")
+        out[art.artifact] = path
+    return out
+
+
+def install(
+    target: Path,
+    arts: list[Artifact],
+    modules: list[Module],
+    m2: Path,
+    java_home: Path,
+    env: dict[str, str],
+    log: Log,
+) -> Path:
+    """Unpack the core into ``target``, add missing modules, install the plugins; a marker makes it idempotent."""
+    marker = target / ".osrag-installed"
+    if marker.exists():
+        return target
+    zips = fetch(arts, m2, java_home, log)
+    tmp = target.parent / f".unpack-{target.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)
+    log(f"unpacking {zips[arts[0].artifact].name} into {target}")
+    with zipfile.ZipFile(zips[arts[0].artifact]) as zf:
+        zf.extractall(tmp)
+    next(tmp.iterdir()).rename(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    for p in (target / "bin").iterdir():
+        p.chmod(0o755)
+    for mod in modules:
+        if (target / "modules" / mod.name).exists():
+            continue
+        log(f"adding module {mod.name} from its Maven jars")
+        jars = fetch(list(mod.jars), m2, java_home, log)
+        mdir = target / "modules" / mod.name
+        mdir.mkdir(parents=True)
+        for jar in jars.values():
+            shutil.copy2(jar, mdir / jar.name)
+        (mdir / "plugin-descriptor.properties").write_text(mod.descriptor(arts[0].version))
+        if mod.policy:
+            (mdir / "plugin-security.policy").write_text(mod.policy)
+    for art in arts[1:]:
+        log(f"installing plugin {art.plugin_name}")
+        proc = subprocess.run(
+            [str(target / "bin" / "opensearch-plugin"), "install", "--batch", zips[art.artifact].as_uri()],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        if proc.returncode != 0:
+            raise LauncherError(
+                f"installing plugin {art.plugin_name} failed: {_last_error_line(proc.stdout + proc.stderr)}"
+            )
+    marker.write_text(json.dumps({"version": arts[0].version, "plugins": [a.plugin_name for a in arts[1:]]}))
+    return target
+
+
+# ---- processes ------------------------------------------------------------------
+def node_env(java_home: Path, spec: NodeSpec) -> dict[str, str]:
+    jh = str(java_home)
+    return dict(
+        os.environ,
+        JAVA_HOME=jh,
+        OPENSEARCH_JAVA_HOME=jh,
+        OPENSEARCH_PATH_CONF=str(spec.config_dir),
+        OPENSEARCH_JAVA_OPTS=f"-Xms{spec.heap} -Xmx{spec.heap}",
+    )
+
+
+def ensure_config_dir(spec: NodeSpec) -> None:
+    """The node's own config dir: a copy of the install's, made once."""
+    if not spec.config_dir.exists():
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(spec.install_dir / "config", spec.config_dir)
+
+
+def prepare_run_dir(spec: NodeSpec, yml: str) -> None:
+    """The node's config dir with this start's opensearch.yml; data and logs dirs."""
+    ensure_config_dir(spec)
+    (spec.config_dir / "opensearch.yml").write_text(yml)
+    for d in (spec.data_dir, spec.logs_dir):
+        d.mkdir(parents=True, exist_ok=True)
+
+
+def hand_to_node_user(spec: NodeSpec, home: Path) -> None:
+    """As root: the node user owns its install, config, data and logs (not files beside them)."""
+    if os.geteuid() != 0:
+        return
+    _ensure_node_user()
+    owner = f"{NODE_USER}:{NODE_USER}"
+    subprocess.run(
+        [
+            "chown",
+            "-R",
+            owner,
+            str(spec.install_dir),
+            str(spec.config_dir),
+            str(spec.data_dir),
+            str(spec.logs_dir),
+        ],
+        check=True,
+    )
+    subprocess.run(["chown", owner, str(spec.run_dir)], check=True)  # it writes its pid file there
+    p = spec.run_dir.parent
+    while True:  # the node user must be able to walk down from the cache dir
+        p.chmod(0o755)
+        if p == home or home not in p.parents:
+            break
+        p = p.parent
+
+
+def launch(specs: list[NodeSpec], envs: list[dict[str, str]], log: Log, timeout_s: float = 300.0) -> None:
+    """Start every node as a daemon at once (cluster nodes wait for each other while booting)."""
+    procs = []
+    for spec, env in zip(specs, envs, strict=True):
+        cmd = [str(spec.install_dir / "bin" / "opensearch"), "-d", "-p", str(spec.pid_file)]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", NODE_USER, "--", *cmd]
+        spec.pid_file.unlink(missing_ok=True)
+        log(f"starting {spec.name} (OpenSearch {spec.version}) on {spec.url}")
+        # The daemon inherits our stdio: send it to a file, or a pipe would never close.
+        out = open(spec.logs_dir / "start.log", "wb")  # noqa: SIM115 - closed below
+        procs.append(
+            (
+                spec,
+                out,
+                subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+                ),
+            )
+        )
+    errors = []
+    for spec, out, proc in procs:
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = -1
+        out.close()
+        if rc != 0:
+            text = (spec.logs_dir / "start.log").read_text(errors="replace")
+            errors.append(f"{spec.name}: {_last_error_line(text)} (logs: {spec.logs_dir})")
+    if errors:
+        raise LauncherError("OpenSearch did not start: " + "; ".join(errors))
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The pid in the file if that process is still alive."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def stop(pid_file: Path, wait_s: float = 60.0) -> bool:
+    """Stop exactly the process named by the pid file; False if none was running."""
+    pid = read_pid(pid_file)
+    if pid is None:
+        pid_file.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.5)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def _ensure_node_user() -> None:
+    try:
+        pwd.getpwnam(NODE_USER)
+    except KeyError as missing:
+        proc = subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                NODE_USER,
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0 and "already exists" not in proc.stderr:
+            raise LauncherError(
+                f"cannot create the user {NODE_USER} to run OpenSearch: {proc.stderr.strip()}"
+            ) from missing
+
+
+# ---- HTTP -------------------------------------------------------------------------
+def http_get(
+    url: str, *, cafile: Path | None = None, auth: tuple[str, str] | None = None, timeout: float = 2.0
+) -> tuple[int | None, object | None]:
+    """(HTTP status, JSON body) of a GET; (None, None) when nothing answers."""
+    req = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    try:
+        ctx = (
+            ssl.create_default_context(cafile=str(cafile) if cafile else None)
+            if url.startswith("https")
+            else None
+        )
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
+            return resp.status, json.loads(resp.read().decode("utf-8"))
+    except urllib.error.HTTPError as err:
+        return err.code, None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None, None
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "ERROR" in ln or "Exception" in ln or "error" in ln:
+            return re.sub(r"\x1b\[[0-9;]*m", "", ln)[:300]
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[-1])[:300] if lines else "no output"
