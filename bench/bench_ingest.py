@@ -95,7 +95,7 @@ def fresh_alias(model: str, created: list[Settings]) -> Settings:
 
 # ------------------------------------------------------------------ machine info
 def machine_info(settings: Settings) -> dict[str, str]:
-    from osrag.eval import machine_info as host
+    from osrag.evaluation import machine_info as host
 
     m = host()
     info = Admin(settings).cluster.info()

@@ -1,4 +1,4 @@
-"""`osrag eval` end to end on a slice of the golden set, against the live node."""
+"""`osrag eval` end to end on a slice of golden and a tiny BEIR set, against the live node."""
 
 from __future__ import annotations
 
@@ -8,12 +8,44 @@ from pathlib import Path
 
 import pytest
 
-from osrag import eval as ev
+from osrag import evaluation as ev
+from osrag.evaluation import runs
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+
+DOCS = {
+    "t1": "Чай улун заваривают водой температурой около девяноста градусов.",
+    "t2": "Зелёный чай не любит кипятка: хватит семидесяти пяти градусов.",
+    "t3": "Лампа «Свет» работает от аккумулятора до двенадцати часов.",
+    "t4": "Доставка по Москве занимает один день, по области два дня.",
+    "t5": "Возврат товара возможен в течение четырнадцати дней после покупки.",
+    "t6": "Гарантия на лампу составляет двадцать четыре месяца.",
+}
+QUERIES = {
+    "a1": ("Какой температуры вода нужна для улуна?", "t1", "high"),
+    "a2": ("Сколько часов работает лампа Свет без сети?", "t3", "mid"),
+    "a3": ("Сколько дней можно вернуть покупку?", "t5", "low"),
+    "a4": ("Какая гарантия на лампу?", "t6", "high"),
+}
+
+
+def _tiny_beir(root: Path) -> Path:
+    d = root / "tiny-ru"
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": k, "title": "", "text": v}, ensure_ascii=False) + "\n" for k, v in DOCS.items()
+        )
+    )
+    rows = [{"_id": q, "text": t, "metadata": {"overlap_bucket": b}} for q, (t, _, b) in QUERIES.items()]
+    rows.append({"_id": "n1", "text": "Какой курс биткоина сегодня?", "metadata": {"overlap_bucket": "low"}})
+    (d / "queries.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{doc}\t1\n" for q, (_, doc, _) in QUERIES.items())
+    (d / "qrels" / "test.tsv").write_text(qrels + "n1\tt4\t0\n")
+    return d
 
 
 @pytest.fixture
@@ -34,38 +66,60 @@ def prefix(unique_name: str, os_client) -> Iterator[str]:
             os_client.transport.perform_request("DELETE", f"/_search/pipeline/{name}")
 
 
-def test_eval_slice_writes_table_json_report_and_plot(
+def test_eval_golden_slice_and_tiny_beir_write_one_report(
     opensearch_url: str, prefix: str, tmp_path: Path
 ) -> None:
     base = Settings(url=opensearch_url, embedding_model="navec:news-300d", rerank=False, _env_file=None)
     cfg = ev.EvalConfig(
         golden=REPO / "golden" / "golden.jsonl",
-        corpus=REPO / "golden" / "corpus",
+        datasets=(_tiny_beir(tmp_path),),
         out_dir=tmp_path / "report",
         budget=600,
-        budgets=(300, 600),
+        budgets=(150, 600),
         prefix=prefix,
-        limit=12,
+        limit=10,
+        chunking_variants=False,
+        workers=2,
+        command="test",
     )
     report = ev.run(base, cfg)
-    names = [r["config"] for r in report["retrieval"]]
-    assert "headings · bm25 russian" in names and "headings · bm25 standard analyzer" in names
-    assert any(n.startswith("shipped default") for n in names)
-    for row in report["retrieval"]:
-        for m in ("hit@3", "hit@5", "hit@20", "recall@20", "mrr", "ndcg@5"):
-            assert 0.0 <= row[m] <= 1.0, (row["config"], m)
-        assert row["hit@3"] <= row["hit@5"] <= row["hit@20"]
-    # The Russian analyzer finds the exact-code questions of the slice.
-    bm25 = next(r for r in report["retrieval"] if r["config"] == "headings · bm25 russian")
-    assert bm25["hit@20"] > 0.5
-    curve = report["budget_curve"]
-    assert set(curve) == {"top-k", "top-k, fixed-size chunks", "budget selection"}
-    for method, rows in curve.items():
-        assert rows["300"]["tokens_per_answered"] <= 300 and rows["600"]["tokens_per_answered"] <= 600, method
+    golden, beir = report["sets"]
+    assert (golden["name"], beir["name"]) == ("golden", "tiny-ru")
+    assert golden["questions"] == 10 and beir["questions"] == 5 and beir["no_answer"] == 1
+    assert beir["documents"] == 6 and beir["chunks"] == 6  # one BEIR row, one document, one chunk here
+    for s in (golden, beir):
+        names = [r["config"] for r in s["retrieval"]]
+        assert names[0] == s["shipped"] and runs.BASELINE in names and "knn" in names
+        for row in s["retrieval"]:
+            for metric in ("recall@10", "recall@20", "mrr@10", "ndcg@10", "hit@5"):
+                assert 0.0 <= row[metric] <= 1.0, (s["name"], row["config"], metric)
+            assert row["recall@10"] <= row["recall@20"]
+            assert (row["config"] == runs.BASELINE) == (row["significance"] == {})
+        for method, rows in s["budget"].items():
+            assert rows["150"]["tokens_per_answered"] <= 150 or rows["150"]["answered"] == 0, method
+            assert (
+                rows["600"]["recall_in_budget"] >= rows["150"]["recall_in_budget"] - 1e-9
+                or method != runs.TOPK
+            )
+        assert set(s["nothing_found"]) == {runs.TOPK, runs.SELECTION}
+    # Lexical retrieval finds every answer of the tiny set: they share words with their question.
+    base_row = next(r for r in beir["retrieval"] if r["config"] == runs.BASELINE)
+    assert base_row["recall@10"] == 1.0
+    assert set(beir["by_bucket"]["overlap_bucket"]) == {"high", "mid", "low"}
+    assert beir["bucket_sizes"]["overlap_bucket"]["low"] == 1  # the no-answer question is not a bucket member
+    assert set(golden["by_bucket"]["type"]) <= {
+        "exact_id",
+        "paraphrase",
+        "two_conditions",
+        "table",
+        "code",
+        "multi_doc",
+    }
     out = tmp_path / "report"
-    assert json.loads((out / "results.json").read_text())["questions"] == 12
+    saved = json.loads((out / "results.json").read_text())
+    assert [s["name"] for s in saved["sets"]] == ["golden", "tiny-ru"]
     md = (out / "REPORT.md").read_text()
+    assert "## golden" in md and "## tiny-ru" in md and "### By overlap_bucket" in md
     assert "navec:news-300d" in md and "no rerank gain is claimed" in md
-    assert (out / "recall_vs_budget.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    table = ev.format_table(report)
-    assert "budget selection" in table and "headings · knn" in table
+    for name in ("recall_vs_budget_golden.png", "recall_vs_budget_tiny-ru.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,283 @@
+"""Evaluation sets: the golden set (judged on section spans) and any BEIR-layout set (judged per doc).
+
+Both become an :class:`EvalSet`: questions with their relevant keys and buckets, a way to
+turn a retrieved chunk into a key, and a way to put the corpus into an index through the
+product's own Ingester (files for golden, one in-memory Document per BEIR row).
+
+* **Golden** relevance is a section: a retrieved chunk counts for a relevant section when it
+  comes from the same document and its character span overlaps the section's span, so every
+  chunker is judged the same way. Several chunks of one section count once.
+* **BEIR** relevance is a corpus document (``qrels/*.tsv``, score > 0). Chunks are keyed by
+  their ``doc_id``, so a document split into several chunks counts once, at its best rank.
+  A query with no positive judgement is a no-answer question (scored by «nothing found»).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osrag.chunking import Document, parse_sections
+from osrag.errors import ConfigError
+from osrag.indexing import Ingester, IngestReport, find_files, read_document
+
+# Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
+BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")
+
+
+@dataclass(frozen=True)
+class Query:
+    qid: str
+    text: str
+    relevant: Mapping[str, int]  # key -> graded relevance (> 0)
+    buckets: Mapping[str, str] = field(default_factory=dict)  # facet -> bucket, e.g. type -> code
+    filters: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.relevant)
+
+
+@dataclass
+class EvalSet:
+    """One evaluation set; subclasses say how chunks are judged and how the corpus is ingested."""
+
+    name: str
+    queries: list[Query]
+    # Chunking and stemming variants only mean something for documents with structure.
+    chunking_matters: bool = False
+
+    def key(self, q: Query, src: Mapping[str, Any]) -> str:
+        """The relevance key of a retrieved chunk (a relevant key, or a neutral id)."""
+        raise NotImplementedError
+
+    def ingest(self, ingester: Ingester) -> IngestReport:
+        raise NotImplementedError
+
+    def sample(self, limit: int | None, seed: int = 0) -> EvalSet:
+        """At most ``limit`` queries, a seeded sample kept in file order (quick runs)."""
+        if not limit or limit >= len(self.queries):
+            return self
+        keep = set(random.Random(seed).sample(range(len(self.queries)), limit))
+        clone = _copy(self)
+        clone.queries = [q for i, q in enumerate(self.queries) if i in keep]
+        return clone
+
+    @property
+    def answerable(self) -> list[Query]:
+        return [q for q in self.queries if q.answerable]
+
+
+def _copy(s: EvalSet) -> Any:
+    import copy
+
+    return copy.copy(s)
+
+
+# ------------------------------------------------------------------ golden
+class SectionSpans:
+    """Character spans of the golden sections, from the corpus documents."""
+
+    def __init__(self, corpus_dir: Path) -> None:
+        self.docs: dict[str, Document] = {}
+        for path, root in find_files([corpus_dir]):
+            doc = read_document(path, root, 50_000_000)
+            self.docs[doc.doc_id] = doc
+
+    def span(self, doc_id: str, section: str | None) -> tuple[int, int]:
+        doc = self.docs.get(doc_id)
+        if doc is None:
+            raise ConfigError(f"golden refers to unknown document {doc_id!r}")
+        if section is None:
+            return 0, len(doc.text)
+        for s in parse_sections(doc):
+            if s.heading_path and s.heading_path[-1].strip() == section.strip():
+                return s.start, s.end
+        raise ConfigError(f"golden refers to unknown section {section!r} in {doc_id}")
+
+
+def section_key(doc_id: str, section: str | None) -> str:
+    return f"{doc_id}#{section or '*'}"
+
+
+def judge(src: Mapping[str, Any], spans: Mapping[str, tuple[str, int, int]]) -> str | None:
+    """The relevant section key a chunk (``doc_id``, ``start``, ``end``) overlaps, if any."""
+    d, a, b = src.get("doc_id"), src.get("start"), src.get("end")
+    if a is None or b is None:
+        return None
+    for key, (doc, s, e) in spans.items():
+        if doc == d and a < e and b > s:
+            return key
+    return None
+
+
+@dataclass
+class GoldenSet(EvalSet):
+    corpus: Path = Path(".")
+    spans: dict[str, dict[str, tuple[str, int, int]]] = field(default_factory=dict)  # qid -> key -> span
+
+    def key(self, q: Query, src: Mapping[str, Any]) -> str:
+        return judge(src, self.spans.get(q.qid, {})) or f"~{src.get('chunk_id')}"
+
+    def ingest(self, ingester: Ingester) -> IngestReport:
+        return ingester.ingest([self.corpus])
+
+
+def load_golden(path: Path, corpus: Path | None = None) -> GoldenSet:
+    """The golden file (one JSON object a line) with its corpus (default: ``corpus/`` beside it)."""
+    path = Path(path)
+    corpus = Path(corpus) if corpus else path.parent / "corpus"
+    rows = []
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            rel = [(r["doc_id"], r.get("section")) for r in row.get("relevant", [])]
+            rows.append((row["id"], row["question"], row["type"], rel, dict(row.get("filters") or {})))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}:{n}: bad golden line ({exc})") from exc
+    spans_of = SectionSpans(corpus)
+    queries, spans = [], {}
+    for qid, text, qtype, rel, filters in rows:
+        spans[qid] = {section_key(d, s): (d, *spans_of.span(d, s)) for d, s in rel}
+        queries.append(Query(qid, text, dict.fromkeys(spans[qid], 1), {"type": qtype}, filters))
+    return GoldenSet(name="golden", queries=queries, chunking_matters=True, corpus=corpus, spans=spans)
+
+
+# ------------------------------------------------------------------ BEIR
+@dataclass
+class BeirSet(EvalSet):
+    docs: list[Document] = field(default_factory=list)
+
+    def key(self, q: Query, src: Mapping[str, Any]) -> str:
+        return str(src.get("doc_id"))
+
+    def ingest(self, ingester: Ingester) -> IngestReport:
+        return ingester.ingest_documents(self.docs)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n}: not JSON ({exc})") from exc
+        if not isinstance(row, dict) or not isinstance(row.get("_id"), str) or not row["_id"]:
+            raise ConfigError(f"{path}:{n}: a row must be an object with a non-empty string _id")
+        yield n, row
+
+
+def _qrels_file(qrels_dir: Path, split: str | None) -> Path:
+    files = sorted(qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else []
+    if not files:
+        raise ConfigError(f"{qrels_dir}: no qrels/*.tsv file")
+    if split:
+        chosen = qrels_dir / f"{split}.tsv"
+        if not chosen.is_file():
+            names = ", ".join(f.stem for f in files)
+            raise ConfigError(f"{qrels_dir}: no {split}.tsv (splits here: {names})")
+        return chosen
+    if (qrels_dir / "test.tsv").is_file():
+        return qrels_dir / "test.tsv"
+    if len(files) > 1:
+        names = ", ".join(f.stem for f in files)
+        raise ConfigError(f"{qrels_dir}: several splits ({names}) and no test.tsv; name one")
+    return files[0]
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """``query-id<TAB>corpus-id<TAB>score`` lines (an optional header line); positive scores only."""
+    out: dict[str, dict[str, int]] = {}
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        parts = line.rstrip("\n").split("\t")
+        if n == 1 and parts[0].strip().lower() in ("query-id", "query_id", "qid"):
+            continue
+        if len(parts) != 3:
+            raise ConfigError(f"{path}:{n}: expected query-id, corpus-id and score separated by tabs")
+        qid, did, score = (p.strip() for p in parts)
+        try:
+            grade = int(score)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n}: score {score!r} is not an integer") from exc
+        if grade > 0:
+            out.setdefault(qid, {})[did] = grade
+        else:
+            out.setdefault(qid, {})
+    return out
+
+
+def load_beir(directory: Path, split: str | None = None, name: str | None = None) -> BeirSet:
+    """A BEIR-layout directory: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
+
+    Without ``split``: ``test.tsv`` if present, else the only qrels file.
+
+    Queries are those named in the qrels file (BEIR keeps every split's queries in one file);
+    qrels that name an unknown query or document are an error, not silently dropped.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError(f"dataset {directory}: not a directory")
+    for part in ("corpus.jsonl", "queries.jsonl"):
+        if not (directory / part).is_file():
+            raise ConfigError(f"dataset {directory}: missing {part}")
+    split_file = _qrels_file(directory / "qrels", split)
+    docs: dict[str, Document] = {}
+    for n, row in _jsonl(directory / "corpus.jsonl"):
+        text = row.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{directory / 'corpus.jsonl'}:{n}: document {row['_id']!r} has no text")
+        if row["_id"] in docs:
+            raise ConfigError(f"{directory / 'corpus.jsonl'}:{n}: duplicate _id {row['_id']!r}")
+        title = row.get("title") or ""
+        docs[row["_id"]] = Document(
+            doc_id=row["_id"],
+            text=text,
+            source=f"{directory.name}/{row['_id']}",
+            title=str(title),
+            metadata={"archived": False, "format": "text"},
+        )
+    texts: dict[str, tuple[str, dict[str, str]]] = {}
+    for n, row in _jsonl(directory / "queries.jsonl"):
+        text = row.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{directory / 'queries.jsonl'}:{n}: query {row['_id']!r} has no text")
+        meta = row.get("metadata") or {}
+        buckets = {k: meta[k] for k in BEIR_BUCKET_FIELDS if isinstance(meta.get(k), str)}
+        texts[row["_id"]] = (text, buckets)
+    qrels = read_qrels(split_file)
+    queries = []
+    for qid, rel in qrels.items():
+        if qid not in texts:
+            raise ConfigError(f"{split_file}: query {qid!r} is not in queries.jsonl")
+        unknown = [d for d in rel if d not in docs]
+        if unknown:
+            raise ConfigError(f"{split_file}: query {qid!r} judges unknown document {unknown[0]!r}")
+        queries.append(Query(qid, texts[qid][0], rel, texts[qid][1]))
+    return BeirSet(name=name or directory.name, queries=queries, docs=list(docs.values()))
+
+
+def bucket_facets(queries: Sequence[Query]) -> dict[str, list[str]]:
+    """facet -> its bucket values, sorted (the per-bucket rows of a set)."""
+    out: dict[str, set[str]] = {}
+    for q in queries:
+        for k, v in q.buckets.items():
+            out.setdefault(k, set()).add(v)
+    return {k: sorted(v) for k, v in sorted(out.items())}
