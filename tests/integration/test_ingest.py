@@ -139,7 +139,7 @@ def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Sett
     )
     write(corpus / "delivery" / "zones.md", sectioned("доставка", 4, "Курьер привозит лампы по Москве."))
     write(corpus / "notes.txt", "Промокод TEA10 даёт скидку десять процентов на весь чай в корзине.\n")
-    write(corpus / "ignored.pdf", "не документ")
+    write(corpus / "ignored.png", "не документ")  # not a supported suffix: not listed
     before = dt.datetime.now(dt.UTC)
 
     first = Ingester(small_settings).ingest([corpus])
