@@ -280,4 +280,11 @@ def bucket_facets(queries: Sequence[Query]) -> dict[str, list[str]]:
     for q in queries:
         for k, v in q.buckets.items():
             out.setdefault(k, set()).add(v)
-    return {k: sorted(v) for k, v in sorted(out.items())}
+    return {
+        k: sorted(v, key=lambda b: (_BUCKET_ORDER.get(b, len(_BUCKET_ORDER)), b))
+        for k, v in sorted(out.items())
+    }
+
+
+# Ordinal bucket names read best in their own order, not the alphabet's.
+_BUCKET_ORDER = {"low": 0, "mid": 1, "high": 2}

@@ -121,6 +121,8 @@ def _header(r: dict[str, Any]) -> list[str]:
         "(whole chunks, no dedup, no gate); budget selection is `SearchClient.search()` with the shipped "
         "defaults at the same budget. «Nothing found» is `status=nothing_relevant` (for top-k: the first "
         "candidate alone does not fit).",
+        f"- Latency columns were measured with {r.get('workers', 1)} question(s) in flight at once on a "
+        "machine shared with other work: compare rows with each other, not with a production node.",
         "",
     ]
 

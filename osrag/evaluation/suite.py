@@ -281,6 +281,7 @@ def run(base: Settings, cfg: EvalConfig, log: runs.Log = lambda m: None) -> dict
         "baseline": runs.BASELINE,
         "limit": cfg.limit,
         "stage_budget": cfg.budget,
+        "workers": cfg.workers,
         "settings": {k: getattr(s, k) for k in runs.INDEX_SETTINGS + SEARCH_SETTINGS},
         "sets": results,
         "seconds": round(time.perf_counter() - started, 1),

@@ -123,3 +123,23 @@ def test_eval_golden_slice_and_tiny_beir_write_one_report(
     assert "navec:news-300d" in md and "no rerank gain is claimed" in md
     for name in ("recall_vs_budget_golden.png", "recall_vs_budget_tiny-ru.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_settings_scores_an_override_against_the_baseline(
+    opensearch_url: str, prefix: str, tmp_path: Path
+) -> None:
+    base = Settings(url=opensearch_url, embedding_model="navec:news-300d", rerank=False, _env_file=None)
+    got = ev.compare_settings(
+        {"rrf_weights": (0.5, 0.5), "fusion": "minmax"},
+        golden=None,
+        datasets=[_tiny_beir(tmp_path)],
+        base=base,
+        budgets=(300,),
+        prefix=prefix,
+    )
+    res = got["tiny-ru"]
+    assert res["shipped"]["config"] == "shipped default · hybrid minmax 0.5/0.5"
+    assert res["baseline"]["config"] == runs.BASELINE and res["baseline"]["recall@10"] == 1.0
+    assert set(res["shipped"]["significance"]) == {"recall@10", "mrr@10", "hit@5"}
+    assert set(res["budget"]) == {runs.TOPK, runs.SELECTION} and "300" in res["budget"][runs.SELECTION]
+    assert res["nothing_found"][runs.SELECTION]["300"]["no_answer"] in (0.0, 1.0)

@@ -93,7 +93,7 @@ def test_beir_loader_reads_docs_queries_qrels_and_buckets(tmp_path: Path) -> Non
     assert by["q3"].relevant == {} and not by["q3"].answerable  # a score-0 judgement is not relevant
     assert by["q1"].buckets == {"overlap_bucket": "high", "type": "entity"}
     assert by["q2"].buckets == {"overlap_bucket": "low"}  # numbers are not buckets
-    assert ds.bucket_facets(s.queries) == {"overlap_bucket": ["high", "low"], "type": ["entity"]}
+    assert ds.bucket_facets(s.queries) == {"overlap_bucket": ["low", "high"], "type": ["entity"]}
     # A chunk is judged by the document it came from.
     assert s.key(by["q2"], {"doc_id": "p2", "chunk_id": "p2:0"}) == "p2"
 
@@ -255,3 +255,10 @@ def test_terminal_table_lists_every_config_and_budget_row() -> None:
     txt = report.format_table(_results())
     assert "== tiny set" in txt and runs.BASELINE in txt and runs.SELECTION in txt
     assert "0.700▼" in txt
+
+
+def test_compare_settings_refuses_an_unknown_setting_before_any_io() -> None:
+    from osrag.evaluation import compare_settings
+
+    with pytest.raises(ConfigError, match="unknown setting.*rrf_weight\\b"):
+        compare_settings({"rrf_weight": (0.5, 0.5)}, golden=None, datasets=())
