@@ -524,6 +524,7 @@ def eval_cmd(
     from pathlib import Path
 
     from osrag import evaluation as ev
+    from osrag.progress import Progress
 
     gp = Path(golden)
     cfg = ev.EvalConfig(
@@ -537,7 +538,15 @@ def eval_cmd(
         stat_test=stat_test,
         workers=workers,
     )
-    report = ev.run(_settings(), cfg, log=lambda m: click.echo(f"eval: {m}", err=True))
+    # Each log line is a finished step (an index built, a configuration scored, a set done): on a
+    # terminal a bar counts them beneath the lines; elsewhere the lines alone, as before.
+    with Progress("step", quiet=as_json) as bar:
+
+        def log(message: str) -> None:
+            bar.write(f"eval: {message}")
+            bar.advance()
+
+        report = ev.run(_settings(), cfg, log=log)
     if as_json:
         _echo_json(report)
     else:

@@ -55,6 +55,13 @@ class Progress:
         self._bar.n = done
         self._bar.refresh()
 
+    def write(self, line: str) -> None:
+        """A log line: printed above the bar on a terminal (not through it), plainly otherwise."""
+        if self._bar is not None:
+            self._bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +65,48 @@ def test_default_stream_is_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     with Progress("doc", total=1) as bar:  # pytest's captured stderr is not a terminal
         bar.advance()
     assert capsys.readouterr().err == ""
+
+
+def test_log_lines_pass_through_with_or_without_a_bar() -> None:
+    plain = io.StringIO()
+    with Progress("step", stream=plain) as bar:
+        bar.write("eval: index ready")
+        bar.advance()
+    assert plain.getvalue() == "eval: index ready\n"
+    term = FakeTerminal()
+    with Progress("step", stream=term) as bar:
+        bar.write("eval: index ready")
+        bar.advance()
+    assert "eval: index ready" in term.getvalue() and "step" in term.getvalue()
+
+
+# ------------------------------------------------------------------ the CLI hook-up (eval)
+def _fake_eval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replace the eval run (minutes against a node) by one that logs two steps; what is
+    under test is how the CLI shows them, not the evaluation."""
+    from osrag import evaluation
+
+    def run(settings: object, cfg: object, log: Callable[[str], None]) -> dict[str, object]:
+        log("golden/main: 36 indexed, 0 unchanged")
+        log("golden: done in 3 s")
+        return {"sets": []}
+
+    monkeypatch.setattr(evaluation, "run", run)
+    monkeypatch.setattr(evaluation, "format_table", lambda report: "the table")
+
+
+@pytest.mark.parametrize("args", [[], ["--json"]])
+def test_eval_off_a_terminal_prints_log_lines_and_no_bar(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str]
+) -> None:
+    from click.testing import CliRunner
+
+    from osrag.cli import cli
+
+    _fake_eval(monkeypatch)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["eval", str(golden), *args], env={"OSRAG_URL": "http://127.0.0.1:1"})
+    assert res.exit_code == 0, res.output
+    assert res.stderr == "eval: golden/main: 36 indexed, 0 unchanged\neval: golden: done in 3 s\n"
