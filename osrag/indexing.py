@@ -23,8 +23,8 @@ Documents whose content hash (which also covers the chunking settings and the
 model) matches the visible version are skipped. Memory stays flat: documents
 are read, chunked, embedded and written in small batches, and bulk actions are
 streamed. Bulk items rejected with 429 or failing on timeouts are retried with
-backoff (``streaming_bulk`` with ``max_retries`` and ``raise_on_error=False``);
-what still fails is reported per item, never dropped.
+backoff (``osrag.bulk``, the one retry policy ingest and reindex share); what
+still fails is reported per item, never dropped.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osrag import bulk
 from osrag.admin import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
-from osrag.connection import translate_errors
 from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
 from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import ConfigError, DocumentError, IndexStateError
@@ -462,7 +462,6 @@ class Ingester:
         self, index: str, todo: list[_Prepared], vectors: Any, now: str, report: IngestReport
     ) -> dict[str, str]:
         """Stream the chunks; returns version_key → reason for documents with failed items."""
-        from opensearchpy.helpers import streaming_bulk
 
         def actions() -> Iterator[dict[str, Any]]:
             i = 0
@@ -477,26 +476,12 @@ class Ingester:
                     i += 1
 
         failed: dict[str, str] = {}
-        items: list[dict[str, Any]] = []
-        with translate_errors(self.s.url, "bulk write"):
-            for ok, item in streaming_bulk(
-                self.cluster.client,
-                actions(),
-                chunk_size=self.s.bulk_chunk_size,
-                max_retries=5,
-                initial_backoff=1,
-                max_backoff=30,
-                raise_on_error=False,
-                raise_on_exception=False,
-                request_timeout=max(60.0, self.s.timeout_s),
-            ):
-                if ok:
-                    continue
-                info = next(iter(item.values()))
-                items.append(item)
-                key = str(info.get("_id", "")).rsplit(":", 1)[0]
-                reason = _bulk_reason(info.get("error"))
-                failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {reason}")
+        items = bulk.write(self.cluster, actions(), "bulk write")
+        for item in items:
+            info = bulk.item_info(item)
+            key = str(info.get("_id", "")).rsplit(":", 1)[0]
+            why = bulk.reason(info.get("error"))
+            failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {why}")
         report.failed_items.extend(items)
         return failed
 
@@ -538,21 +523,6 @@ def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: st
         **where,
     }
     return {k: v for k, v in src.items() if v is not None}
-
-
-def _bulk_reason(err: Any) -> str:
-    """The server's reason for a failed item, with its causes: the top-level reason alone
-    ("failed to parse field [embedding]") often hides the useful one ("dimension mismatch")."""
-    if not isinstance(err, dict):
-        return str(err)
-    parts: list[str] = []
-    node: Any = err
-    while isinstance(node, dict) and len(parts) < 4:
-        text = f"{node.get('type')}: {node.get('reason')}" if node.get("type") else str(node.get("reason"))
-        if text not in parts:
-            parts.append(text)
-        node = node.get("caused_by")
-    return "; caused by ".join(parts)
 
 
 def _date_or_none(value: Any) -> str | None:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from osrag import bulk
 from osrag.admin import Admin
-from osrag.connection import translate_errors as translate
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import BulkIndexError, ConfigError, IndexStateError
 from osrag.names import state_index, utcnow, visibility_filter
@@ -264,12 +264,11 @@ class Reindexer:
     def _reembed(
         self, source: str, target: str, emb: Embedder, total: int, progress: Callable[[int, int], None] | None
     ) -> None:
-        from opensearchpy.helpers import scan, streaming_bulk
+        from opensearchpy.helpers import scan
 
         client = self.cluster.client
         query = {"query": {"bool": {"filter": self._visible()}}, "_source": {"excludes": ["embedding"]}}
         done = 0
-        failed: list[dict[str, Any]] = []
 
         def actions() -> Any:
             nonlocal done
@@ -288,18 +287,7 @@ class Reindexer:
                 if progress:
                     progress(done, total)
 
-        with translate(self.s.url, "re-embedding bulk"):
-            for ok, item in streaming_bulk(
-                client,
-                actions(),
-                chunk_size=self.s.bulk_chunk_size,
-                max_retries=5,
-                initial_backoff=1,
-                raise_on_error=False,
-                raise_on_exception=False,
-            ):
-                if not ok:
-                    failed.append(item)
+        failed = bulk.write(self.cluster, actions(), "re-embedding bulk")
         if failed:
             raise BulkIndexError(
                 f"re-embedding into {target} left items unwritten; alias not switched", failed
