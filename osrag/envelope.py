@@ -14,8 +14,6 @@ from pydantic import BaseModel, Field
 
 
 class StageScores(BaseModel):
-    bm25_rank: int | None = None
-    knn_rank: int | None = None
     fused: float | None = None
     rerank: float | None = None
     relevance: float | None = None
