@@ -33,7 +33,7 @@ import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -173,20 +173,41 @@ class IngestReport:
     def chunks_per_s(self) -> float:
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
+    def summary(self) -> IngestSummary:
+        """What the CLI prints: failures as path/reason records, failed items left out."""
+        return IngestSummary(
+            index=self.index,
+            documents=self.documents,
+            indexed=self.indexed,
+            skipped=self.skipped,
+            failed=len(self.failed),
+            failures=[{"path": p, "reason": r} for p, r in self.failed],
+            chunks=self.chunks,
+            tokens=self.tokens,
+            seconds=round(self.seconds, 3),
+            embed_seconds=round(self.embed_seconds, 3),
+            chunks_per_s=round(self.chunks_per_s, 1),
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "documents": self.documents,
-            "indexed": self.indexed,
-            "skipped": self.skipped,
-            "failed": len(self.failed),
-            "failures": [{"path": p, "reason": r} for p, r in self.failed],
-            "chunks": self.chunks,
-            "tokens": self.tokens,
-            "seconds": round(self.seconds, 3),
-            "embed_seconds": round(self.embed_seconds, 3),
-            "chunks_per_s": round(self.chunks_per_s, 1),
-        }
+        return asdict(self.summary())
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    """An ingest report as data (reports are dataclasses read out with ``dataclasses.asdict``)."""
+
+    index: str
+    documents: int
+    indexed: int
+    skipped: int
+    failed: int
+    failures: list[dict[str, str]]
+    chunks: int
+    tokens: int
+    seconds: float
+    embed_seconds: float
+    chunks_per_s: float
 
 
 @dataclass
