@@ -24,7 +24,8 @@ from osrag.evaluation import metrics
 from osrag.evaluation.datasets import EvalSet, Query
 from osrag.indexing import Ingester
 from osrag.names import PIPELINES
-from osrag.search import Hit, SearchClient, filter_clauses, lexical_text, parse_filters
+from osrag.query import Hit, filter_clauses, hits_of, lexical_text, parse_filters
+from osrag.search import SearchClient
 from osrag.settings import Settings
 
 Log = Callable[[str], None]
@@ -174,15 +175,7 @@ def text_only_hits(client: SearchClient, q: Query, depth: int) -> list[Hit]:
     index = client.admin.require_index()
     body = text_only_body(lexical_text(q.text), depth, flt)
     resp = client.cluster.call("search", client.cluster.client.search, index=index, body=body)
-    return [
-        Hit(
-            chunk_id=h["_source"].get("chunk_id", h["_id"]),
-            source=h["_source"],
-            fused=float(h["_score"] or 0.0),
-            rank=i + 1,
-        )
-        for i, h in enumerate(resp["hits"]["hits"])
-    ]
+    return hits_of(resp)
 
 
 @dataclass
@@ -285,8 +278,10 @@ def budget_run(
             return client.search(q.text, budget_tokens=b, filters=q.filters, depth=depth, rerank=False)
 
         for q, env in zip(evalset.queries, pmap(one, evalset.queries, workers)):
-            for method, hits_of in methods.items():
-                sel = metrics.topk_within_budget(list(hits_of[q.qid]), b, lambda h: _stored_tokens(h.source))
+            for method, ranked_hits in methods.items():
+                sel = metrics.topk_within_budget(
+                    list(ranked_hits[q.qid]), b, lambda h: _stored_tokens(h.source)
+                )
                 delivered = [(_rel(evalset, q, h.source), _stored_tokens(h.source)) for h in sel]
                 out.add(method, b, q, delivered, not sel)
             if b == stage_budget:

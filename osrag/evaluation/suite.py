@@ -18,7 +18,8 @@ from osrag.admin import Admin
 from osrag.errors import ConfigError
 from osrag.evaluation import metrics, report, runs
 from osrag.evaluation.datasets import EvalSet, bucket_facets, load_beir, load_golden
-from osrag.search import Hit, SearchClient
+from osrag.query import Hit
+from osrag.search import SearchClient
 from osrag.settings import Settings
 
 DEFAULT_BUDGETS = (150, 300, 600, 1000, 1500, 2500)
