@@ -20,6 +20,7 @@ from osrag.devnode import security as sec
 from osrag.devnode.plan import (
     ADMIN_USER,
     REQUIRED_PLUGINS,
+    SECURITY_DEFAULT_VERSION,
     NodeSpec,
     artifacts,
     missing_modules,
@@ -131,6 +132,8 @@ class DevNode(_Base):
         version: str | None = None,
         security: bool = False,
     ) -> None:
+        if security and version is None and "dev_opensearch_version" not in settings.model_fields_set:
+            version = SECURITY_DEFAULT_VERSION
         super().__init__(settings, log, version)
         self.security = security
         self.spec = plan_single(
@@ -331,8 +334,8 @@ class DevCluster(_Base):
         if down:
             self.install()
             t0 = time.monotonic()
-            self._start(down, [opensearch_yml(s) for s in down])
-            st = self._wait_joined(len(self.specs), t0 + wait_s)
+            self._start(down, [opensearch_yml(s) for s in down])  # returns once each JVM has started
+            st = self._wait_joined(len(self.specs), time.monotonic() + wait_s)
             self._log(f"{len(self.specs)} nodes joined, {st.health}, after {time.monotonic() - t0:.0f}s")
             return st
         return self.status()
@@ -364,7 +367,7 @@ class DevCluster(_Base):
             return self.status()
         t0 = time.monotonic()
         self._start([spec], [opensearch_yml(spec)])
-        st = self._wait_joined(len(self.specs), t0 + wait_s)
+        st = self._wait_joined(len(self.specs), time.monotonic() + wait_s)
         self._log(f"{spec.name} rejoined after {time.monotonic() - t0:.0f}s ({st.health})")
         return st
 

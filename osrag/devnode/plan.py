@@ -29,6 +29,9 @@ from osrag.errors import LauncherError
 
 REQUIRED_PLUGINS = ("opensearch-knn", "opensearch-neural-search")
 SECURITY_PLUGIN = "opensearch-security"
+# The newest line whose opensearch-security zip Maven Central serves (no 3.x release there):
+# the secured node's version unless one is asked for.
+SECURITY_DEFAULT_VERSION = "2.19.1"
 # The plain 3.6.0 single node keeps the directory earlier osrag versions used, so a
 # node (and its data) started before per-version directories existed is still found.
 LEGACY_RUN_DIR_VERSION = "3.6.0"

@@ -206,8 +206,12 @@ def hand_to_node_user(spec: NodeSpec, home: Path) -> None:
         p = p.parent
 
 
-def launch(specs: list[NodeSpec], envs: list[dict[str, str]], log: Log, timeout_s: float = 300.0) -> None:
-    """Start every node as a daemon at once (cluster nodes wait for each other while booting)."""
+def launch(specs: list[NodeSpec], envs: list[dict[str, str]], log: Log, timeout_s: float = 600.0) -> None:
+    """Start every node as a daemon at once (cluster nodes wait for each other while booting).
+
+    ``opensearch -d`` returns once the JVM reports "started"; on a loaded 2-core box three
+    3.6 nodes took about five minutes to get there, hence the generous timeout.
+    """
     procs = []
     for spec, env in zip(specs, envs, strict=True):
         cmd = [str(spec.install_dir / "bin" / "opensearch"), "-d", "-p", str(spec.pid_file)]

@@ -236,6 +236,9 @@ def test_secured_client_settings_read_the_password_file_only_when_asked(tmp_path
     assert s.ca_certs == tmp_path / "node-2.19.1-security" / "config" / "certs" / "ca.pem"
     assert s.tls_verify is True
     assert "pw-from-file" not in repr(s) and "pw-from-file" not in str(node.status().as_dict())
+    # --security alone means the line the plugin is published for; an explicit version wins.
+    assert DevNode(_settings(tmp_path), security=True).version == "2.19.1"
+    assert DevNode(_settings(tmp_path, dev_opensearch_version="2.18.0"), security=True).version == "2.18.0"
     plain = DevNode(_settings(tmp_path), version="2.19.1").client_settings()
     assert plain.url == "http://127.0.0.1:9201" and plain.user is None
 
