@@ -11,15 +11,13 @@ Rules of :func:`select`, in the order they apply:
 
 1. **Ranking.** Candidates are walked by ``score`` descending; ties keep input
    order (stable sort). ``chunk_id`` must be unique.
-2. **Relevance.** A candidate is irrelevant if ``score < relevance_threshold``
-   or its *relative score* is below ``relative_threshold``. The relative score
-   is ``(score - floor) / (best - floor)`` with ``floor = min(0, lowest score)``
-   over all candidates. For non-negative scores (RRF, cosine) the floor is 0 and
-   this is literally ``score < relative_threshold * best``. When some scores are
-   negative (cross-encoder logits) the floor becomes the lowest score, i.e. plain
-   min-max within the list, so "half of the best" stays meaningful; the lowest
-   candidate then has relative score 0. If all scores are equal every candidate
-   has relative score 1. Irrelevant candidates are only counted.
+2. **Relevance is decided before selection** (the search's relevance gate,
+   ``osrag.gate``): every candidate given is relevant. A candidate's *relative
+   score* (used by rule 5) is ``(score - floor) / (best - floor)`` with ``floor =
+   min(0, lowest score)`` over all candidates: for non-negative scores (RRF,
+   cosine) this is ``score / best``; with negative scores (cross-encoder logits)
+   it is plain min-max within the list. If all scores are equal every candidate
+   has relative score 1.
 3. **Duplicates are never charged.** Each relevant candidate is compared with
    the already selected ones: by embedding cosine (``>= dup_cosine``) when both
    carry embeddings, or by word 3-shingle containment (``>= dup_overlap``, see
@@ -54,9 +52,9 @@ Rules of :func:`select`, in the order they apply:
    candidates. With ``reserve_fraction = 0`` there is no slot at all.
 7. The budget is never exceeded.
 
-``complete`` is True when every relevant, non-duplicate candidate was delivered
-(nothing in ``left_out_budget``); with nothing relevant it is vacuously True and
-``nothing_relevant`` is the flag to read.
+``complete`` is True when every non-duplicate candidate was delivered (nothing in
+``left_out_budget``); with no candidates it is vacuously True and ``nothing_relevant``
+is the flag to read.
 """
 
 from __future__ import annotations
@@ -80,7 +78,7 @@ __all__ = [
 ]
 
 KINDS: frozenset[str] = frozenset({"text", "table", "code", "list", "mixed"})
-LEFT_OUT_REASONS: frozenset[str] = frozenset({"budget", "duplicate", "irrelevant", "not_worth"})
+LEFT_OUT_REASONS: frozenset[str] = frozenset({"budget", "duplicate", "not_worth"})
 SHINGLE_SIZE = 3
 
 _WORD = re.compile(r"\w+")
@@ -117,8 +115,6 @@ class Candidate:
 class SelectionConfig:
     """Knobs of :func:`select`; the module docstring gives the exact rules."""
 
-    relevance_threshold: float | None = None
-    relative_threshold: float = 0.0
     dup_cosine: float = 0.95
     dup_overlap: float = 0.8
     reserve_fraction: float = 0.2
@@ -127,9 +123,6 @@ class SelectionConfig:
     min_value_ratio: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.relevance_threshold is not None and math.isnan(self.relevance_threshold):
-            raise ValueError("relevance_threshold must not be NaN")
-        _check_range("relative_threshold", self.relative_threshold, 0.0, 1.0)
         _check_range("dup_cosine", self.dup_cosine, 0.0, 1.0, open_lo=True)
         _check_range("dup_overlap", self.dup_overlap, 0.0, 1.0, open_lo=True)
         _check_range("reserve_fraction", self.reserve_fraction, 0.0, 1.0, open_hi=True)
@@ -171,7 +164,6 @@ class Selection:
     spent: int
     left_out_budget: tuple[LeftOut, ...]
     duplicates: tuple[LeftOut, ...]
-    irrelevant: int
     reserved_used: str | None
     complete: bool
     nothing_relevant: bool
@@ -368,14 +360,7 @@ def select(
     cfg = config
     order = sorted(range(len(cands)), key=lambda i: -cands[i].score)
     value = _relative_scores([c.score for c in cands])
-    threshold = cfg.relevance_threshold
-    relevant = [
-        i
-        for i in order
-        if not (threshold is not None and cands[i].score < threshold)
-        and not (cfg.relative_threshold > 0.0 and value[i] < cfg.relative_threshold)
-    ]
-    irrelevant = len(cands) - len(relevant)
+    relevant = order
 
     reserve = math.floor(cfg.reserve_fraction * budget_tokens)
     large_limit = cfg.large_unit_fraction * budget_tokens
@@ -407,7 +392,6 @@ def select(
         spent=walk.spent,
         left_out_budget=left_out,
         duplicates=tuple(walk.dups[i] for i in sorted(walk.dups, key=by_rank)),
-        irrelevant=irrelevant,
         reserved_used=walk.reserved_used,
         complete=not left_out,
         nothing_relevant=not relevant,

@@ -54,7 +54,7 @@ def test_empty_candidates_mean_nothing_relevant() -> None:
     assert sel.selected == ()
     assert sel.nothing_relevant is True
     assert sel.spent == 0 and sel.budget == 500
-    assert sel.left_out_budget == () and sel.duplicates == () and sel.irrelevant == 0
+    assert sel.left_out_budget == () and sel.duplicates == ()
     assert sel.reserved_used is None
 
 
@@ -100,47 +100,14 @@ def test_zero_token_candidate_always_fits() -> None:
     assert ids(sel.selected) == ["a", "empty"] and sel.spent == 10
 
 
-# ---------------------------------------------------------------- relevance
+# ---------------------------------------------------------------- ranking
 
 
-def test_absolute_threshold_counts_irrelevant() -> None:
-    cs = [cand("a", 10, 0.9), cand("b", 10, 0.6), cand("c", 10, 0.4), cand("d", 10, 0.1)]
-    sel = select(cs, 1000, SelectionConfig(relevance_threshold=0.5))
-    assert ids(sel.selected) == ["a", "b"]
-    assert sel.irrelevant == 2
-    assert sel.left_out_budget == ()  # irrelevant is not "lost to the budget"
-    assert sel.complete is True
-
-
-def test_all_below_threshold_is_nothing_relevant_not_filler() -> None:
-    cs = [cand("a", 10, 0.2), cand("b", 10, 0.1)]
-    sel = select(cs, 1000, SelectionConfig(relevance_threshold=0.5))
-    assert sel.selected == () and sel.nothing_relevant is True and sel.irrelevant == 2
-
-
-def test_relative_threshold_positive_scores_is_share_of_best() -> None:
-    cs = [cand("a", 10, 10.0), cand("b", 10, 5.0), cand("c", 10, 4.9)]
-    sel = select(cs, 1000, SelectionConfig(relative_threshold=0.5))
-    assert ids(sel.selected) == ["a", "b"] and sel.irrelevant == 1
-
-
-def test_negative_scores_order_and_relative_threshold() -> None:
-    # Cross-encoder logits: floor = -3, span 5 -> relative 1.0, 0.4, 0.0.
+def test_negative_scores_are_walked_best_first() -> None:
+    # Cross-encoder logits: relevance was decided upstream, every candidate is walked by score.
     cs = [cand("mid", 10, -1.0), cand("low", 10, -3.0), cand("top", 10, 2.0)]
-    sel = select(cs, 1000, SelectionConfig(relative_threshold=0.3))
-    assert ids(sel.selected) == ["top", "mid"] and sel.irrelevant == 1
-    sel = select(cs, 1000, SelectionConfig(relevance_threshold=-2.0))
-    assert ids(sel.selected) == ["top", "mid"] and sel.irrelevant == 1
     assert ids(select(cs, 1000).selected) == ["top", "mid", "low"]
-
-
-def test_all_negative_scores_keep_the_best() -> None:
-    # floor = -5, best = -1: relative 1.0, 0.75, 0.0; the best is never irrelevant.
-    cs = [cand("a", 10, -1.0), cand("b", 10, -2.0), cand("c", 10, -5.0)]
-    sel = select(cs, 1000, SelectionConfig(relative_threshold=0.5))
-    assert ids(sel.selected) == ["a", "b"] and sel.irrelevant == 1
-    sel = select(cs, 1000, SelectionConfig(relative_threshold=1.0))
-    assert ids(sel.selected) == ["a"]
+    assert ids(select(cs, 20).selected) == ["top", "mid"]
 
 
 # ---------------------------------------------------------------- duplicates
@@ -331,8 +298,6 @@ def _random_case(rng: random.Random) -> tuple[list[Candidate], int, SelectionCon
             )
         )
     cfg = SelectionConfig(
-        relevance_threshold=rng.choice([None, None, 0.0, -1.0]),
-        relative_threshold=rng.choice([0.0, 0.0, 0.3, 0.8]),
         reserve_fraction=rng.choice([0.0, 0.2, 0.2, 0.5]),
         large_unit_fraction=rng.choice([0.05, 0.15, 0.4]),
         essential_rank=rng.choice([0, 1, 3, 10]),
@@ -348,8 +313,8 @@ def _assert_invariants(cs: list[Candidate], budget: int, cfg: SelectionConfig, s
     # Every candidate is accounted for exactly once.
     accounted = ids(sel.selected) + ids(sel.left_out_budget) + ids(sel.duplicates)
     assert len(accounted) == len(set(accounted))
-    assert len(accounted) + sel.irrelevant == len(cs)
-    assert sel.nothing_relevant == (sel.irrelevant == len(cs))
+    assert len(accounted) == len(cs)
+    assert sel.nothing_relevant == (not cs)
     assert sel.complete == (not sel.left_out_budget)
     # Rank order is kept.
     scores = [c.score for c in sel.selected]
@@ -403,14 +368,13 @@ def test_repeated_chunk_id_and_mixed_dimensions_raise() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"relative_threshold": 1.5},
         {"dup_cosine": 0.0},
         {"dup_overlap": 1.1},
         {"reserve_fraction": 1.0},
         {"large_unit_fraction": -0.1},
         {"essential_rank": -1},
         {"min_value_ratio": -0.5},
-        {"relevance_threshold": math.nan},
+        {"dup_cosine": math.nan},
     ],
 )
 def test_config_validation(kwargs: dict[str, float]) -> None:
