@@ -191,6 +191,8 @@ class DevNode(_Base):
                 verify_certs=True,
             )
         update.update(overrides)
+        if isinstance(update.get("password"), str):  # model_copy does not validate: keep it a secret
+            update["password"] = SecretStr(str(update["password"]))
         return self.s.model_copy(update=update)
 
     def _password(self) -> str:
