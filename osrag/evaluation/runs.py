@@ -66,7 +66,7 @@ class Config:
 
 
 def shipped_label(s: Settings) -> str:
-    return f"shipped default · hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.rrf_weights)}"
+    return f"shipped default · hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.fusion_weights)}"
 
 
 FUSION_VARIANTS: tuple[tuple[str, tuple[float, float]], ...] = (
@@ -77,6 +77,8 @@ FUSION_VARIANTS: tuple[tuple[str, tuple[float, float]], ...] = (
     ("rrf", (0.3, 0.7)),
     ("minmax", (0.5, 0.5)),
     ("minmax", (0.9, 0.1)),
+    ("minmax", (0.8, 0.2)),
+    ("minmax", (0.7, 0.3)),
 )
 
 
@@ -84,13 +86,13 @@ def core_configs(s: Settings) -> list[Config]:
     """The rows every set gets: the shipped search, the lexical and dense heads, fusion variants."""
     out = [
         Config(shipped_label(s)),
-        Config("bm25 · as shipped (text+breadcrumb+title+ident×1.5)", "bm25"),
+        Config("bm25 · as shipped (text+breadcrumb+title, ident×1.5 for codes)", "bm25"),
         Config(BASELINE, "bm25-text"),
         Config("bm25 · standard analyzer", "bm25-std"),
         Config("knn", "knn"),
     ]
     for fusion, w in FUSION_VARIANTS:
-        if (fusion, w) == (s.fusion, tuple(s.rrf_weights)):
+        if (fusion, w) == (s.fusion, tuple(s.fusion_weights)):
             continue  # the shipped row already is this one
         name = "min-max" if fusion == "minmax" else "rrf"
         out.append(Config(f"hybrid {name} {w[0]:g}/{w[1]:g}", fusion=(fusion, w)))
@@ -110,7 +112,7 @@ def chunking_variants() -> list[IndexVariant]:
 
 
 def chunking_configs(s: Settings) -> list[Config]:
-    ship = f"hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.rrf_weights)}"
+    ship = f"hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.fusion_weights)}"
     return [
         Config("fixed-size chunks · bm25", "bm25", "fixed"),
         Config(f"fixed-size chunks · {ship}", index="fixed"),
@@ -171,7 +173,7 @@ def text_only_body(question: str, depth: int, flt: list[dict[str, Any]]) -> dict
 
 
 def text_only_hits(client: SearchClient, q: Query, depth: int) -> list[Hit]:
-    flt = filter_clauses(client.s.alias, parse_filters(q.filters))
+    flt = filter_clauses(client.s.alias, parse_filters(q.filters), client.principal_for(None))
     index = client.admin.require_index()
     body = text_only_body(lexical_text(q.text), depth, flt)
     resp = client.cluster.call("search", client.cluster.client.search, index=index, body=body)

@@ -295,7 +295,7 @@ def run(base: Settings, cfg: EvalConfig, log: runs.Log = lambda m: None) -> dict
 # Settings a search-time tuning run may change without re-indexing.
 SEARCH_SETTINGS = (
     "fusion",
-    "rrf_weights",
+    "fusion_weights",
     "rrf_rank_constant",
     "candidate_depth",
     "hnsw_ef_search",

@@ -130,7 +130,7 @@ def test_compare_settings_scores_an_override_against_the_baseline(
 ) -> None:
     base = Settings(url=opensearch_url, embedding_model="navec:news-300d", rerank=False, _env_file=None)
     got = ev.compare_settings(
-        {"rrf_weights": (0.5, 0.5), "fusion": "minmax"},
+        {"fusion_weights": (0.5, 0.5), "fusion": "minmax"},
         golden=None,
         datasets=[_tiny_beir(tmp_path)],
         base=base,

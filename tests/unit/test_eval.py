@@ -150,9 +150,11 @@ def test_core_configs_hold_the_rows_issue_11_names() -> None:
     assert any(lbl.startswith("bm25 · as shipped") for lbl in labels)
     assert any("min-max" in lbl for lbl in labels)
     assert len(labels) == len(set(labels))  # the fusion variant equal to the shipped one is not repeated
-    assert "hybrid rrf 0.9/0.1" not in labels
-    other = s.model_copy(update={"rrf_weights": (0.7, 0.3)})
-    assert "hybrid rrf 0.9/0.1" in [c.label for c in runs.core_configs(other)]
+    name = "min-max" if s.fusion == "minmax" else "rrf"
+    shipped_row = f"hybrid {name} {s.fusion_weights[0]:g}/{s.fusion_weights[1]:g}"
+    assert shipped_row not in labels
+    other = s.model_copy(update={"fusion_weights": (0.6, 0.4)})
+    assert shipped_row in [c.label for c in runs.core_configs(other)]
 
 
 def test_baseline_query_matches_the_text_field_only() -> None:
@@ -168,7 +170,7 @@ def test_alias_depends_on_index_shaping_settings_only() -> None:
     s = Settings(_env_file=None)
     a = runs.alias_for("p", "XQuAD ru/dev", "main", s)
     assert a.startswith("p-xquad-ru-dev-main-") and a == a.lower()
-    assert runs.alias_for("p", "XQuAD ru/dev", "main", s.model_copy(update={"rrf_weights": (0.5, 0.5)})) == a
+    assert runs.alias_for("p", "XQuAD ru/dev", "main", s.model_copy(update={"fusion_weights": (0.5, 0.5)})) == a
     assert runs.alias_for("p", "XQuAD ru/dev", "main", s.model_copy(update={"stemmer": "light_russian"})) != a
 
 
