@@ -20,6 +20,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +28,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from osrag.devnode.plan import Artifact, Module, NodeSpec, choose_jdk, jdk_range
+from osrag.devnode.plan import Artifact, Module, NodeSpec, choose_jdk, fetch_pom, jdk_range
 from osrag.errors import LauncherError
 
 NODE_USER = "osrag-node"
@@ -68,35 +69,32 @@ def java_home_for(version: str, explicit: Path | None) -> Path:
 
 # ---- fetch and install ----------------------------------------------------------
 def fetch(arts: list[Artifact], m2: Path, java_home: Path, log: Log) -> dict[str, Path]:
-    """Each artifact's zip, downloaded by mvn once and then reused."""
-    if shutil.which("mvn") is None:
-        raise LauncherError("`mvn` is not on PATH; it fetches OpenSearch from Maven Central")
-    out: dict[str, Path] = {}
-    env = dict(os.environ, JAVA_HOME=str(java_home))
-    for art in arts:
-        path = art.path_in(m2)
-        if not path.exists():
-            log(f"fetching {art.coordinate} from Maven Central")
+    """Each artifact's file, downloaded by one mvn run for all that are missing, then reused."""
+    missing = [a for a in arts if not a.path_in(m2).exists()]
+    if missing:
+        if shutil.which("mvn") is None:
+            raise LauncherError("`mvn` is not on PATH; it fetches OpenSearch from Maven Central")
+        log(
+            f"fetching {len(missing)} artifact(s) from Maven Central: {', '.join(a.coordinate for a in missing)}"
+        )
+        m2.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="osrag-fetch-") as tmp:
+            pom = Path(tmp) / "pom.xml"
+            pom.write_text(fetch_pom(missing))
             proc = subprocess.run(
-                [
-                    "mvn",
-                    "-B",
-                    "-q",
-                    "dependency:get",
-                    f"-Dartifact={art.coordinate}",
-                    "-Dtransitive=false",
-                    f"-Dmaven.repo.local={m2}",
-                ],
+                ["mvn", "-B", "-q", "-f", str(pom), "dependency:resolve", f"-Dmaven.repo.local={m2}"],
                 capture_output=True,
                 text=True,
-                env=env,
-                timeout=900,
+                env=dict(os.environ, JAVA_HOME=str(java_home)),
+                timeout=1800,
             )
-            if proc.returncode != 0 or not path.exists():
-                tail = _last_error_line(proc.stdout + proc.stderr)
-                raise LauncherError(f"mvn could not fetch {art.coordinate}: {tail}")
-        out[art.artifact] = path
-    return out
+        still = [a.coordinate for a in missing if not a.path_in(m2).exists()]
+        if proc.returncode != 0 or still:
+            out = proc.stdout + proc.stderr
+            m = re.search(r"(could not be resolved|Could not (find|transfer|resolve))[^\n]*", out)
+            tail = re.sub(r"\x1b\[[0-9;]*m", "", m.group(0))[:300] if m else _last_error_line(out)
+            raise LauncherError(f"mvn could not fetch {', '.join(still) or 'the artifacts'}: {tail}")
+    return {a.coordinate: a.path_in(m2) for a in arts}
 
 
 def install(
@@ -112,12 +110,12 @@ def install(
     marker = target / ".osrag-installed"
     if marker.exists():
         return target
-    zips = fetch(arts, m2, java_home, log)
+    zips = fetch([*arts, *(j for mod in modules for j in mod.jars)], m2, java_home, log)
     tmp = target.parent / f".unpack-{target.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(target, ignore_errors=True)
-    log(f"unpacking {zips[arts[0].artifact].name} into {target}")
-    with zipfile.ZipFile(zips[arts[0].artifact]) as zf:
+    log(f"unpacking {zips[arts[0].coordinate].name} into {target}")
+    with zipfile.ZipFile(zips[arts[0].coordinate]) as zf:
         zf.extractall(tmp)
     next(tmp.iterdir()).rename(target)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -127,18 +125,17 @@ def install(
         if (target / "modules" / mod.name).exists():
             continue
         log(f"adding module {mod.name} from its Maven jars")
-        jars = fetch(list(mod.jars), m2, java_home, log)
         mdir = target / "modules" / mod.name
         mdir.mkdir(parents=True)
-        for jar in jars.values():
-            shutil.copy2(jar, mdir / jar.name)
+        for jar in mod.jars:
+            shutil.copy2(zips[jar.coordinate], mdir / zips[jar.coordinate].name)
         (mdir / "plugin-descriptor.properties").write_text(mod.descriptor(arts[0].version))
         if mod.policy:
             (mdir / "plugin-security.policy").write_text(mod.policy)
     for art in arts[1:]:
         log(f"installing plugin {art.plugin_name}")
         proc = subprocess.run(
-            [str(target / "bin" / "opensearch-plugin"), "install", "--batch", zips[art.artifact].as_uri()],
+            [str(target / "bin" / "opensearch-plugin"), "install", "--batch", zips[art.coordinate].as_uri()],
             capture_output=True,
             text=True,
             env=env,

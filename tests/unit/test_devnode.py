@@ -261,3 +261,19 @@ def test_cluster_status_and_down_with_nothing_running(tmp_path: Path) -> None:
 def test_last_error_line_strips_colour_and_prefers_errors() -> None:
     text = "info line\n\x1b[1;31mERROR\x1b[m could not find artifact\ntrailing noise\n"
     assert _last_error_line(text) == "ERROR could not find artifact"
+
+
+def test_one_pom_fetches_every_artifact_and_nothing_transitive() -> None:
+    import xml.etree.ElementTree as ET
+
+    from osrag.devnode.plan import fetch_pom
+
+    arts = artifacts("2.19.1") + [j for m in missing_modules("2.19.1") for j in m.jars]
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    deps = ET.fromstring(fetch_pom(arts)).findall("m:dependencies/m:dependency", ns)
+    got = [
+        ":".join(d.find(f"m:{k}", ns).text for k in ("groupId", "artifactId", "version", "type"))  # type: ignore[union-attr]
+        for d in deps
+    ]
+    assert got == [a.coordinate for a in arts]
+    assert all(d.find("m:exclusions/m:exclusion/m:artifactId", ns).text == "*" for d in deps)  # type: ignore[union-attr]
