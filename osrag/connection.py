@@ -12,17 +12,15 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from osrag.errors import ClusterError, ClusterUnavailable
+from osrag.errors import ClusterError, ClusterUnavailable, ConfigError
 from osrag.settings import Settings, redact_url
 
 T = TypeVar("T")
 
 
-def make_client(settings: Settings) -> Any:
-    """An ``OpenSearch`` client for these settings (no request is sent)."""
-    from opensearchpy import OpenSearch
-
-    return OpenSearch(
+def client_options(settings: Settings) -> dict[str, Any]:
+    """The connection options both clients (sync and async) are built with."""
+    return dict(
         hosts=[settings.bare_url],  # user-info kept out of the transport: its logs and errors show hosts
         http_auth=settings.credentials(),
         verify_certs=settings.tls_verify,
@@ -34,6 +32,22 @@ def make_client(settings: Settings) -> Any:
         retry_on_status=(429, 502, 503, 504),
         http_compress=True,
     )
+
+
+def make_client(settings: Settings) -> Any:
+    """An ``OpenSearch`` client for these settings (no request is sent)."""
+    from opensearchpy import OpenSearch
+
+    return OpenSearch(**client_options(settings))
+
+
+def make_async_client(settings: Settings) -> Any:
+    """An ``AsyncOpenSearch`` client (aiohttp; the ``async`` extra) for these settings (no request is sent)."""
+    try:
+        from opensearchpy import AsyncOpenSearch
+    except ImportError as exc:  # opensearch-py exports it only when aiohttp is installed
+        raise ConfigError("AsyncSearchClient needs aiohttp: pip install 'osrag[async]'") from exc
+    return AsyncOpenSearch(**client_options(settings))
 
 
 @contextmanager

@@ -1,0 +1,239 @@
+"""Who counts the budget: the reader's tokenizer, or the embedding model's.
+
+A budget is meant for an LLM's context, so it should be counted in the tokenizer of the
+model that will read the passages. ``OSRAG_BUDGET_TOKENIZER`` names it:
+
+* a Hugging Face ``tokenizer.json`` file, or a local tokenizer directory (its
+  ``tokenizer.json``, else whatever ``transformers.AutoTokenizer`` reads there, local files only);
+* ``package:NAME`` -- a tokenizer that ships inside an installed package (found without
+  importing it: the one ``tokenizer.json`` under the package's folder), or
+  ``package:NAME/sub/dir`` when the package carries several.
+
+Unset, the budget is counted as before, in the tokenizer of the index's embedding model.
+Counts stored at ingest (``token_count`` in each chunk) were made by the embedding model's
+tokenizer; the index ``_meta.osrag.token_counter`` records which one (name, kind and a
+fingerprint of its vocabulary and rules), and a search reuses those counts only when its
+budget tokenizer has the same fingerprint -- otherwise every candidate is recounted.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osrag.embedding import count_tokens_with
+from osrag.envelope import BudgetTokenizer
+from osrag.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from osrag.embedding import Embedder
+    from osrag.settings import Settings
+
+SETTING = "OSRAG_BUDGET_TOKENIZER"
+PACKAGE_PREFIX = "package:"
+_PACKAGE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:/(.+))?$")
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a configured tokenizer lives: a ``tokenizer.json`` file, or a directory for transformers."""
+
+    spec: str  # the setting as written
+    kind: str  # "file" | "directory" | "package"
+    path: Path
+    json_file: bool  # True: tokenizers.Tokenizer.from_file(path); False: AutoTokenizer on a directory
+
+
+def locate(spec: str) -> Location:
+    """Resolve the setting to files (no tokenizer is loaded). ``ValueError`` says what is wrong."""
+    text = spec.strip()
+    if not text:
+        raise ValueError("is empty (unset it to count in the embedding model's tokenizer)")
+    if text.startswith(PACKAGE_PREFIX):
+        return _locate_package(text)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return Location(text, "file", path, json_file=True)
+    if path.is_dir():
+        if (path / "tokenizer.json").is_file():
+            return Location(text, "directory", path / "tokenizer.json", json_file=True)
+        if any((path / f).is_file() for f in ("tokenizer_config.json", "vocab.txt", "tokenizer.model")):
+            return Location(text, "directory", path, json_file=False)
+        raise ValueError(f"directory {path} holds no tokenizer.json, tokenizer_config.json or vocab")
+    raise ValueError(f"no such file or directory: {path} (or name a package as package:NAME)")
+
+
+def _locate_package(text: str) -> Location:
+    m = _PACKAGE.match(text[len(PACKAGE_PREFIX) :])
+    if not m:
+        raise ValueError("wants package:NAME or package:NAME/sub/dir (NAME a top-level package)")
+    name, sub = m.group(1), m.group(2)
+    try:
+        spec = importlib.util.find_spec(name)  # a top-level name: found, not imported
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise ValueError(f"no installed package {name!r}")
+    roots = list(spec.submodule_search_locations or [])
+    if not roots:
+        raise ValueError(f"{name!r} is a module, not a package that could carry tokenizer files")
+    base = Path(roots[0])
+    target = (base / sub) if sub else base
+    if sub and not target.resolve().is_relative_to(base.resolve()):
+        raise ValueError(f"{sub!r} is outside package {name!r}")
+    if target.is_file():
+        return Location(text, "package", target, json_file=True)
+    if not target.is_dir():
+        raise ValueError(f"package {name!r} has no {sub!r}")
+    found = sorted(p for p in target.rglob("tokenizer.json") if "__pycache__" not in p.parts)
+    if len(found) == 1:
+        return Location(text, "package", found[0], json_file=True)
+    if len(found) > 1:
+        subs = ", ".join(f"package:{name}/{p.parent.relative_to(base).as_posix()}" for p in found[:5])
+        raise ValueError(f"package {name!r} carries {len(found)} tokenizers; name one: {subs}")
+    if sub and any((target / f).is_file() for f in ("tokenizer_config.json", "vocab.txt")):
+        return Location(text, "package", target, json_file=False)
+    raise ValueError(f"package {name!r} ships no tokenizer.json")
+
+
+def fingerprint(tokenizer: Any) -> str:
+    """A short hash of a tokenizer's vocabulary and rules, so two names for one tokenizer match.
+
+    Padding and truncation are left out: they are call-time options, and counting turns them off.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    if hasattr(backend, "to_str"):
+        if backend.padding is not None or backend.truncation is not None:
+            # A copy without them (the model's own tokenizer is shared: never changed here).
+            from tokenizers import Tokenizer
+
+            backend = Tokenizer.from_str(backend.to_str())
+            backend.no_padding()
+            backend.no_truncation()
+        data = backend.to_str()
+    else:  # a slow transformers tokenizer: its class and vocabulary
+        vocab = sorted(tokenizer.get_vocab().items())
+        data = type(tokenizer).__name__ + json.dumps(vocab, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
+class Counter:
+    """Counts a text's tokens; knows its name, kind and (lazily) its fingerprint."""
+
+    def __init__(
+        self, name: str, kind: str, count: Callable[[str], int], tokenizer: Any | None = None
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self._count = count
+        self._tokenizer = tokenizer
+        self._fingerprint: str | None = None
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        return int(self._count(text))
+
+    @property
+    def fingerprint(self) -> str | None:
+        """None for a caller's own callable: nothing to compare it with."""
+        if self._tokenizer is None:
+            return None
+        with self._lock:
+            if self._fingerprint is None:
+                self._fingerprint = fingerprint(self._tokenizer)
+            return self._fingerprint
+
+    def identity(self) -> dict[str, Any]:
+        """What ingest stores in the index ``_meta`` (``token_counter``)."""
+        return {"name": self.name, "kind": self.kind, "fingerprint": self.fingerprint}
+
+    def info(self, *, stored_counts: bool) -> BudgetTokenizer:
+        return BudgetTokenizer(
+            name=self.name, kind=self.kind, fingerprint=self.fingerprint, stored_counts=stored_counts
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def load(spec: str) -> Counter:
+    """The counter for a configured tokenizer, loaded once per process."""
+    try:
+        where = locate(spec)
+    except ValueError as exc:
+        raise ConfigError(f"{SETTING}={spec!r}: {exc}") from exc
+    try:
+        if where.json_file:
+            from tokenizers import Tokenizer
+
+            tok: Any = Tokenizer.from_file(str(where.path))
+            # A tokenizer.json may pad or truncate every encoding (MiniLM's pads to 128):
+            # a count must see the whole text and nothing else.
+            tok.no_padding()
+            tok.no_truncation()
+        else:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(str(where.path), local_files_only=True)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise ConfigError(f"{SETTING}={spec!r}: cannot load a tokenizer from {where.path}: {first}") from exc
+    return Counter(spec, where.kind, functools.partial(count_tokens_with, tok), tokenizer=tok)
+
+
+#: One counter per loaded model (models are loaded once per process, ``embedding.load_model``),
+#: so a tokenizer's fingerprint is computed once however many clients use it.
+_MODEL_COUNTERS: dict[tuple[str, int], tuple[Any, Counter]] = {}
+_MODEL_LOCK = threading.Lock()
+
+
+def model_counter(emb: Embedder) -> Counter:
+    """The embedding model's own tokenizer (what ingest counts ``token_count`` with)."""
+    model = emb.model
+    key = (emb.model_name, id(model))
+    with _MODEL_LOCK:
+        held = _MODEL_COUNTERS.get(key)
+        if held is None:
+            counter = Counter(emb.model_name, "embedding-model", emb.count_tokens, tokenizer=model.tokenizer)
+            held = _MODEL_COUNTERS[key] = (model, counter)  # the model is kept, so its id stays its own
+        return held[1]
+
+
+def caller_counter(fn: Callable[[str], int]) -> Counter:
+    """A caller's own ``tokenizer=`` callable: always recounts, named by its qualified name."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return Counter(str(name), "callable", fn)
+
+
+def budget_counter(settings: Settings, embedder: Callable[[], Embedder]) -> Counter:
+    """``OSRAG_BUDGET_TOKENIZER`` when set, else the embedding model's tokenizer."""
+    if settings.budget_tokenizer:
+        return load(settings.budget_tokenizer)
+    return model_counter(embedder())
+
+
+def same_counter(meta: Mapping[str, Any], counter: Counter) -> bool:
+    """Whether the index's stored ``token_count`` values were counted by ``counter``.
+
+    An index written before the identity was recorded counted with its embedding model.
+    """
+    if counter.kind == "callable":
+        return False
+    stored = meta.get("token_counter") or {
+        "name": meta.get("embedding_model"),
+        "kind": "embedding-model",
+        "fingerprint": None,
+    }
+    if stored.get("fingerprint"):
+        return bool(stored["fingerprint"] == counter.fingerprint)
+    return (
+        counter.kind == "embedding-model"
+        and stored.get("kind") == "embedding-model"
+        and stored.get("name") == counter.name
+    )
