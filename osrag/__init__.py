@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["OsragError", "SearchClient", "Settings", "__version__"]
+__all__ = ["PUBLIC", "OsragError", "Principal", "SearchClient", "Settings", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from osrag.access import PUBLIC, Principal
     from osrag.errors import OsragError
     from osrag.search import SearchClient
     from osrag.settings import Settings
@@ -27,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from osrag.search import SearchClient
 
         return SearchClient
+    if name in ("Principal", "PUBLIC"):
+        from osrag import access
+
+        return getattr(access, name)
     if name == "OsragError":
         from osrag.errors import OsragError
 

@@ -243,6 +243,30 @@ def _parse_filter_options(items: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def _principal_options(f: Any) -> Any:
+    """Who is asking (``osrag.access``): a read without one of these is refused (fail closed)."""
+    for opt in reversed(
+        [
+            click.option("--group", "groups", multiple=True, help="An ACL group of the caller (repeatable)."),
+            click.option("--tenant", default=None, help="The caller's tenant."),
+            click.option("--public-only", is_flag=True, help="Public chunks only (no ACL groups)."),
+            click.option(
+                "--all-access",
+                is_flag=True,
+                help="Admin bypass: every chunk whatever its groups or tenant (said in the answer).",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+def _principal(groups: tuple[str, ...], tenant: str | None, public_only: bool, all_access: bool) -> Any:
+    from osrag.access import make_principal
+
+    return make_principal(groups, tenant, public_only, all_access)
+
+
 @cli.command()
 @click.argument("question")
 @click.option("--budget", type=int, default=None, help="Token budget (default: OSRAG_BUDGET_TOKENS).")
@@ -251,6 +275,7 @@ def _parse_filter_options(items: tuple[str, ...]) -> dict[str, Any]:
 )
 @click.option("--depth", type=int, default=None, help="Candidate depth for the hybrid query.")
 @click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder.")
+@_principal_options
 @click.option("--json", "as_json", is_flag=True)
 def search(
     question: str,
@@ -258,9 +283,14 @@ def search(
     filters: tuple[str, ...],
     depth: int | None,
     no_rerank: bool,
+    groups: tuple[str, ...],
+    tenant: str | None,
+    public_only: bool,
+    all_access: bool,
     as_json: bool,
 ) -> None:
-    """Answer QUESTION with the minimal material that fits the token budget."""
+    """Answer QUESTION with the minimal material that fits the token budget, from what the caller
+    may see: give --group/--tenant, --public-only or --all-access."""
     from osrag.envelope import render_text
     from osrag.search import SearchClient
 
@@ -270,6 +300,7 @@ def search(
         filters=_parse_filter_options(filters),
         depth=depth,
         rerank=False if no_rerank else None,
+        principal=_principal(groups, tenant, public_only, all_access),
     )
     if as_json:
         click.echo(env.model_dump_json(indent=2))
@@ -279,17 +310,31 @@ def search(
 
 @cli.command()
 @click.argument("section_id")
+@click.option("--filter", "filters", multiple=True, help="key=value, e.g. include_archived=true.")
+@_principal_options
 @click.option("--json", "as_json", is_flag=True)
-def section(section_id: str, as_json: bool) -> None:
-    """Print a whole section (a passage's parent_section_id) in document order."""
+def section(
+    section_id: str,
+    filters: tuple[str, ...],
+    groups: tuple[str, ...],
+    tenant: str | None,
+    public_only: bool,
+    all_access: bool,
+    as_json: bool,
+) -> None:
+    """Print a whole section (a passage's parent_section_id) in document order, filtered like a search."""
     from osrag.search import SearchClient
 
-    parts = SearchClient(_settings()).section(section_id)
+    parts = SearchClient(_settings()).section(
+        section_id,
+        principal=_principal(groups, tenant, public_only, all_access),
+        filters=_parse_filter_options(filters),
+    )
     if as_json:
         _echo_json([p.model_dump() for p in parts])
         return
     if not parts:
-        click.echo(f"no visible chunks in section {section_id}")
+        click.echo(f"no chunks of section {section_id} visible to this caller")
         sys.exit(1)
     click.echo(" > ".join(parts[0].heading_path) + f"  ({parts[0].source})\n")
     for p in parts:
@@ -444,6 +489,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     from importlib import resources
     from pathlib import Path
 
+    from osrag.access import PUBLIC
     from osrag.admin import Admin
     from osrag.devnode import DevNode
     from osrag.envelope import render_text
@@ -467,7 +513,8 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
         f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
         f"{report.chunks} chunks"
     )
-    env = SearchClient(s).search(question, budget_tokens=budget)
+    # The sample corpus is public; a demo shows what anyone may read.
+    env = SearchClient(s, principal=PUBLIC).search(question, budget_tokens=budget)
     click.echo(f"\nВопрос: {question}\n")
     click.echo(render_text(env))
 

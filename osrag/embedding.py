@@ -264,10 +264,13 @@ class Embedder:
 
 
 def count_tokens_with(tokenizer: Any, text: str) -> int:
-    """Token count with either a HF ``tokenizers.Tokenizer`` or a transformers tokenizer."""
+    """Token count with either a HF ``tokenizers.Tokenizer`` or a transformers tokenizer, never
+    below the character bound (``bounded_token_count``): the one place a model's tokens are counted."""
+    from osrag.chunking.model import bounded_token_count
+
     if hasattr(tokenizer, "encode") and hasattr(tokenizer, "get_vocab_size"):
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
-    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return bounded_token_count(len(tokenizer.encode(text, add_special_tokens=False).ids), text)
+    return bounded_token_count(len(tokenizer(text, add_special_tokens=False)["input_ids"]), text)
 
 
 def embedder_for(

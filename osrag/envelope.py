@@ -103,6 +103,8 @@ class Envelope(BaseModel):
     fusion: str = "rrf"
     rerank: RerankInfo = Field(default_factory=RerankInfo)
     filters: dict[str, object] = Field(default_factory=dict)
+    #: Whom the answer was filtered for (``Principal.describe``): groups, tenant, public_only, all_access.
+    access: dict[str, object] = Field(default_factory=dict)
     freshness: Freshness
     timings_ms: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
@@ -135,6 +137,16 @@ def render_text(env: Envelope) -> str:
         for item in env.left_out:
             extra = f" (duplicate of {item.duplicate_of})" if item.duplicate_of else ""
             lines.append(f"  - {item.chunk_id} {item.tokens} tok: {item.reason}{extra}")
+    if env.access:
+        a = env.access
+        who = (
+            "all access (admin bypass)"
+            if a.get("all_access")
+            else "groups " + ", ".join(map(str, a.get("groups") or []))
+            if a.get("groups")
+            else "public only"
+        )
+        lines.append(f"access: {who}" + (f" · tenant {a['tenant']}" if a.get("tenant") else ""))
     f = env.freshness
     if f.age_seconds is not None:
         age = f"{f.age_seconds / 3600:.1f} h ago"

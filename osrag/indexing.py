@@ -43,10 +43,10 @@ from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
 from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import ConfigError, DocumentError, IndexStateError
+from osrag.frontmatter import KNOWN_KEYS as FRONT_KEYS
+from osrag.frontmatter import FrontMatterError, acl_groups, parse_front_matter
 from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
 from osrag.settings import Settings
-
-FRONT_KEYS = ("doc_id", "title", "category", "archived", "tenant", "acl", "updated_at", "source")
 
 
 # ---------------------------------------------------------------- reading documents
@@ -62,26 +62,20 @@ def find_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, Path]]:
             yield p, p.parent
 
 
-def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """Simple ``key: value`` front matter between ``---`` lines; body returned without it."""
-    if not text.startswith("---"):
-        return {}, text
-    lines = text.split("\n")
-    if lines[0].strip() != "---":
-        return {}, text
-    meta: dict[str, str] = {}
-    for i in range(1, len(lines)):
-        line = lines[i]
-        if line.strip() == "---":
-            return meta, "\n".join(lines[i + 1 :]).lstrip("\n")
-        if ":" in line:
-            k, v = line.split(":", 1)
-            meta[k.strip()] = v.strip().strip('"').strip("'")
-    return {}, text  # unterminated: treat as body
+def collection_of(root: Path) -> str:
+    """The default collection of files found under ``root``: the root folder's own name.
+
+    Chosen over "no collection" so that two roots holding the same relative names
+    (``teamA/faq.md``, ``teamB/faq.md``) give different ids without any flag.
+    """
+    return root.resolve().name or "root"
 
 
-def read_document(path: Path, root: Path, max_bytes: int) -> Document:
+def read_document(path: Path, root: Path, max_bytes: int, collection: str | None = None) -> Document:
     """One file as a Document, or a DocumentError naming what is wrong with it.
+
+    Its ``doc_id`` is the front matter's, else ``{collection}/{path relative to root}``
+    without the suffix, the collection being the root folder's name unless given.
 
     Only known suffixes are read, even for a file named explicitly: a ``.png`` or
     ``.exe`` is "unsupported format", not a guess. PDF, DOCX, HTML and PPTX are
@@ -110,10 +104,10 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
         rel = path.relative_to(root)
     except ValueError:
         rel = Path(path.name)
-    doc_id = meta.get("doc_id") or rel.with_suffix("").as_posix()
+    doc_id = meta.get("doc_id") or f"{collection or collection_of(root)}/{rel.with_suffix('').as_posix()}"
     title = meta.get("title") or (conv and conv.title) or _first_heading(body) or path.stem
     metadata: dict[str, Any] = {k: meta[k] for k in FRONT_KEYS if k in meta}
-    metadata["archived"] = str(meta.get("archived", "false")).lower() in ("true", "yes", "1")
+    metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
     metadata["format"] = fmt
     if conv is not None and conv.locations is not None:
         metadata["locations"] = conv.locations
@@ -132,7 +126,10 @@ def _decode_text(name: str, raw: bytes) -> tuple[dict[str, str], str]:
     except UnicodeDecodeError as exc:
         at = exc.start + bom  # offset in the file, BOM included
         raise DocumentError(name, f"not UTF-8 (invalid byte 0x{raw[at]:02x} at offset {at})") from exc
-    meta, body = parse_front_matter(text.replace("\r\n", "\n"))
+    try:
+        meta, body = parse_front_matter(text.replace("\r\n", "\n"))
+    except FrontMatterError as exc:
+        raise DocumentError(name, str(exc)) from exc
     if not body.strip():
         raise DocumentError(name, "empty document (no text after front matter)" if meta else "empty file")
     return meta, body
@@ -228,8 +225,12 @@ class Ingester:
         admin: Admin | None = None,
         embedder: Embedder | None = None,
         strategy: str = "markdown",
+        *,
+        replace: bool = False,
     ) -> None:
         self.s = settings
+        #: Replace a document whose stored source is another file (refused by default: two files, one id).
+        self.replace = replace
         self.admin = admin or Admin(settings)
         self.cluster = self.admin.cluster
         self._embedder = embedder
@@ -300,14 +301,18 @@ class Ingester:
 
     # -- the main loop
     def ingest(
-        self, paths: Iterable[str | Path], progress: Callable[[str, str], None] | None = None
+        self,
+        paths: Iterable[str | Path],
+        progress: Callable[[str, str], None] | None = None,
+        collection: str | None = None,
     ) -> IngestReport:
+        """Files and folders; ids are ``{collection}/{relative path}`` (``read_document``)."""
         max_bytes = int(self.s.max_file_mb * 1_000_000)
 
         def read() -> Iterator[tuple[str, Document | DocumentError]]:
             for path, root in find_files(paths):
                 try:
-                    yield str(path), read_document(path, root, max_bytes)
+                    yield str(path), read_document(path, root, max_bytes, collection)
                 except DocumentError as exc:
                     yield str(path), exc
 
@@ -372,6 +377,55 @@ class Ingester:
         h.update(repr((self.strategy, self.config, emb.model_name, doc.title, doc.source)).encode("utf-8"))
         return h.hexdigest()[:16]
 
+    def _same_source_only(
+        self, batch: list[_Prepared], report: IngestReport, progress: Callable[[str, str], None] | None
+    ) -> list[_Prepared]:
+        """Refuse (per file) a document whose id is taken by a document from another source,
+        unless ``replace``: two files with one id would otherwise replace each other silently."""
+        if self.replace or not batch:
+            return batch
+        stored = self.stored_sources([p.doc.doc_id for p in batch])
+        keep: list[_Prepared] = []
+        for p in batch:
+            others = sorted(s for s in stored.get(p.doc.doc_id, set()) if not _same_source(s, p.doc.source))
+            if others:
+                report.failed.append(
+                    (
+                        p.path,
+                        f"doc_id {p.doc.doc_id!r} is taken by {others[0]}; not replaced "
+                        "(give another doc_id or collection, or --replace to replace it)",
+                    )
+                )
+                _tick(progress, p.path, "failed")
+            else:
+                keep.append(p)
+        return keep
+
+    def stored_sources(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        """doc_id → the sources of its visible chunks."""
+        if not doc_ids:
+            return {}
+        resp = self.cluster.call(
+            "look up document sources",
+            self.cluster.client.search,
+            index=self.s.alias,
+            body={
+                "size": 0,
+                "query": {
+                    "bool": {
+                        "filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.s.alias)]
+                    }
+                },
+                "aggs": {
+                    "d": {
+                        "terms": {"field": "doc_id", "size": len(doc_ids)},
+                        "aggs": {"s": {"terms": {"field": "source", "size": 10}}},
+                    }
+                },
+            },
+        )
+        return {b["key"]: {s["key"] for s in b["s"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
+
     def visible_versions(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
         """doc_id → version keys readers currently see."""
         if not doc_ids:
@@ -409,6 +463,7 @@ class Ingester:
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
     ) -> None:
+        batch = self._same_source_only(batch, report, progress)
         current = self.visible_versions([p.doc.doc_id for p in batch])
         todo: list[_Prepared] = []
         for p in batch:
@@ -534,7 +589,7 @@ def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: st
         "source": doc.source,
         "category": md.get("category"),
         "tenant": md.get("tenant"),
-        "acl": [a.strip() for a in str(acl).split(",") if a.strip()] if acl else None,
+        "acl": acl_groups(acl),  # a list from front matter, or "a, b" from an in-memory Document
         "archived": bool(md.get("archived", False)),
         "token_count": c.token_count,
         "updated_at": _date_or_none(md.get("updated_at")),
@@ -553,6 +608,17 @@ def _date_or_none(value: Any) -> str | None:
         return dt.date.fromisoformat(str(value)[:10]).isoformat()
     except ValueError:
         return None
+
+
+def _same_source(stored: str, new: str) -> bool:
+    """The same source: equal text, or two spellings (relative, absolute) of one existing file."""
+    if stored == new:
+        return True
+    try:
+        a, b = Path(stored), Path(new)
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) -> None:

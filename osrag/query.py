@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from osrag.access import Principal, access_clauses
 from osrag.errors import ClusterError, InputError
 from osrag.names import visibility_filter
 
@@ -24,7 +25,6 @@ MAX_QUESTION_CHARS = 4000
 FILTER_KEYS = (
     "category",
     "tenant",
-    "acl",
     "doc_id",
     "kind",
     "updated_after",
@@ -40,48 +40,72 @@ MAX_LEXICAL_TOKENS = 128
 
 
 def parse_filters(raw: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate filter keys and values; unknown keys are an error naming the key."""
+    """Validate filter keys and values; an unknown key or a value of the wrong kind is an error naming it.
+
+    Nothing is coerced: ``include_archived`` is a boolean (or the CLI's ``true``/``false``),
+    dates are ISO dates, the other filters are names (text, or a list of texts). Access is
+    not a filter: who may see what comes from the principal (``osrag.access``).
+    """
     out: dict[str, Any] = {}
     if raw is not None and not isinstance(raw, Mapping):
         raise InputError(f"filters must be a mapping of key to value, got {type(raw).__name__}")
     for key, value in (raw or {}).items():
+        if key == "acl":
+            raise InputError(
+                "acl is not a filter: pass the caller's groups as principal=Principal(groups=[...]) "
+                "(CLI: --group G)"
+            )
         if key not in FILTER_KEYS:
             raise InputError(f"unknown filter {key!r}; known: {', '.join(FILTER_KEYS)}")
         if key == "include_archived":
-            out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+            out[key] = _strict_bool(key, value)
         elif key in ("updated_after", "updated_before"):
-            try:
-                out[key] = dt.date.fromisoformat(str(value)[:10]).isoformat()
-            except ValueError as exc:
-                raise InputError(f"filter {key} wants a date YYYY-MM-DD, got {value!r}") from exc
+            out[key] = _iso_date(key, value)
         else:
-            values = value if isinstance(value, (list, tuple)) else str(value).split(",")
-            out[key] = [str(v).strip() for v in values if str(v).strip()]
+            values = value.split(",") if isinstance(value, str) else value
+            if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+                raise InputError(f"filter {key} wants text or a list of texts, got {value!r}")
+            out[key] = [v.strip() for v in values if v.strip()]
             if not out[key]:
                 raise InputError(f"filter {key} is empty")
     return out
 
 
-def filter_clauses(alias: str, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Clauses every head gets: visibility, archive exclusion, user filters."""
-    clauses: list[dict[str, Any]] = [visibility_filter(alias)]
+def _strict_bool(key: str, value: Any) -> bool:
+    """A real boolean, or the words ``true``/``false`` (what a CLI ``key=value`` carries)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InputError(f"filter {key} wants true or false, got {value!r}")
+
+
+def _iso_date(key: str, value: Any) -> str:
+    """An ISO date (a datetime's date part) as ``YYYY-MM-DD``; anything else names the filter."""
+    if isinstance(value, dt.datetime):
+        return value.date().isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return dt.date.fromisoformat(text).isoformat()
+        except ValueError:
+            try:
+                return dt.datetime.fromisoformat(text).date().isoformat()
+            except ValueError:
+                pass
+    raise InputError(f"filter {key} wants a date YYYY-MM-DD, got {value!r}")
+
+
+def filter_clauses(alias: str, filters: Mapping[str, Any], principal: Principal) -> list[dict[str, Any]]:
+    """Clauses every head gets: visibility, archive exclusion, what ``principal`` may see, user filters."""
+    clauses: list[dict[str, Any]] = [visibility_filter(alias), *access_clauses(principal)]
     if not filters.get("include_archived", False):
         clauses.append({"bool": {"must_not": [{"term": {"archived": True}}]}})
     for key in ("category", "tenant", "doc_id", "kind"):
         if key in filters:
             clauses.append({"terms": {key: list(filters[key])}})
-    if "acl" in filters:  # a chunk without ACL groups is public
-        clauses.append(
-            {
-                "bool": {
-                    "should": [
-                        {"terms": {"acl": list(filters["acl"])}},
-                        {"bool": {"must_not": [{"exists": {"field": "acl"}}]}},
-                    ],
-                    "minimum_should_match": 1,
-                }
-            }
-        )
     rng = {}
     if "updated_after" in filters:
         rng["gte"] = filters["updated_after"]
@@ -208,12 +232,21 @@ def hybrid_body(
     }
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def validate_question(question: Any) -> str:
     if not isinstance(question, str):
         raise InputError(f"question must be text, got {type(question).__name__}")
     q = question.strip()
     if not q:
         raise InputError("question is empty")
+    bad = _LONE_SURROGATE.search(q)
+    if bad:  # "\ud800" from an app, or a non-UTF-8 byte on the command line (decoded as U+DCxx)
+        raise InputError(
+            f"question is not valid Unicode text: lone surrogate U+{ord(bad.group()):04X} at position "
+            f"{bad.start()} (a non-UTF-8 byte?)"
+        )
     if len(q) > MAX_QUESTION_CHARS:
         raise InputError(f"question is {len(q)} characters long; the limit is {MAX_QUESTION_CHARS}")
     return q
@@ -240,10 +273,11 @@ def candidates_body(
     return {"size": depth, "query": query, "_source": {"excludes": ["body"]}}
 
 
-def section_body(alias: str, section_id: str) -> dict[str, Any]:
-    """The visible chunks of a section and of its direct subsections, in document order."""
+def section_body(section_id: str, filters: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chunks of a section and of its direct subsections that ``filters`` (``filter_clauses``:
+    visibility, archive, access) let through, in document order."""
     flt = [
-        visibility_filter(alias),
+        *filters,
         {
             "bool": {
                 "should": [

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osrag import gate, ranking
+from osrag.access import Principal, require_principal
 from osrag.admin import Admin
 from osrag.budget import SelectionConfig
 from osrag.embedding import Embedder, embedder_for
@@ -50,14 +51,23 @@ class Retrieval:
 
 
 class SearchClient:
-    """What apps call: ``SearchClient(settings).search(question, budget_tokens=…, filters=…)``.
+    """What apps call: ``SearchClient(settings).search(question, principal=…, budget_tokens=…, filters=…)``.
 
+    Every read is filtered for a principal (``osrag.access``): the one given to the call,
+    else the client's own ``principal``; with neither it is an ``InputError`` (fail closed).
     Construction does no I/O; the cluster, the embedding model and the reranker
     are reached on the first search and reused afterwards.
     """
 
-    def __init__(self, settings: Settings | None = None, *, reranker: Reranker | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        reranker: Reranker | None = None,
+        principal: Principal | None = None,
+    ) -> None:
         self.s = settings or load_settings()
+        self.principal = principal
         self.admin = Admin(self.s)
         self.cluster = self.admin.cluster
         self._embedder: Embedder | None = None
@@ -92,9 +102,17 @@ class SearchClient:
         depth: int | None = None,
         filters: Mapping[str, Any] | None = None,
         pipeline: str | None = None,
+        principal: Principal | None = None,
     ) -> Retrieval:
         """Candidates only (used by ``search`` and by eval to compare heads and fusions)."""
-        return self._retrieve(question, mode, depth, parse_filters(filters), pipeline)
+        who = self.principal_for(principal)
+        return self._retrieve(question, mode, depth, parse_filters(filters), who, pipeline)
+
+    def principal_for(self, given: Principal | None) -> Principal:
+        """The principal of this read: the call's, else the client's; neither is an InputError."""
+        return require_principal(
+            given if given is not None else self.principal, require_tenant=self.s.require_tenant
+        )
 
     def _retrieve(
         self,
@@ -102,6 +120,7 @@ class SearchClient:
         mode: str,
         depth: int | None,
         filters: dict[str, Any],
+        principal: Principal,
         pipeline: str | None = None,
     ) -> Retrieval:
         question = validate_question(question)
@@ -110,7 +129,7 @@ class SearchClient:
         depth = self.s.candidate_depth if depth is None else depth
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1000:
             raise InputError(f"candidate depth must be between 1 and 1000, got {depth}")
-        flt = filter_clauses(self.s.alias, filters)
+        flt = filter_clauses(self.s.alias, filters, principal)
         index, meta = self._target()
         timings: dict[str, float] = {}
         vector = None
@@ -140,21 +159,32 @@ class SearchClient:
         return Retrieval(hits_of(resp), index, meta, timings, vector=vector, notes=notes)
 
     # -- parent-child: the whole section a passage came from
-    def section(self, section_id: str) -> list[Passage]:
-        """The visible chunks of a section and of its direct subsections, in document order.
+    def section(
+        self,
+        section_id: str,
+        *,
+        principal: Principal | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[Passage]:
+        """The chunks of a section and of its direct subsections, in document order, filtered
+        exactly like a search (visibility, archive, ``principal``, ``filters``).
 
         A passage carries ``section_id`` and ``parent_section_id``; an app that needs more
-        context than one chunk asks for the section instead of raising the budget.
+        context than one chunk asks for the section instead of raising the budget. Section ids
+        are predictable (``{doc_id}#{n}``), so a section the principal may not see is empty,
+        never a way around the ACL.
         """
+        who = self.principal_for(principal)
         if not section_id or not isinstance(section_id, str):
             raise InputError("section id is empty")
+        flt = filter_clauses(self.s.alias, parse_filters(filters), who)
         index, _ = self._target()
         try:
             resp = self.cluster.call(
                 "section",
                 self.cluster.client.search,
                 index=index,
-                body=section_body(self.s.alias, section_id),
+                body=section_body(section_id, flt),
             )
         except ClusterError as exc:
             if missing_index(exc, state_index(self.s.alias)):
@@ -176,14 +206,17 @@ class SearchClient:
         rerank: bool | None = None,
         tokenizer: Any | None = None,
         selection: SelectionConfig | None = None,
+        principal: Principal | None = None,
     ) -> Envelope:
-        """The minimal material sufficient to answer ``question`` within the budget, or say so."""
+        """The minimal material sufficient to answer ``question`` within the budget, or say so,
+        from what ``principal`` may see (the envelope's ``access`` says whom it was filtered for)."""
         t_start = time.perf_counter()
+        who = self.principal_for(principal)
         budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
             raise InputError(f"token budget must be a positive integer, got {budget!r}")
         parsed_filters = parse_filters(filters)
-        ret = self._retrieve(question, "hybrid", depth, parsed_filters)
+        ret = self._retrieve(question, "hybrid", depth, parsed_filters, who)
         question = question.strip()
         timings = dict(ret.timings_ms)
         notes: list[str] = list(ret.notes)
@@ -206,6 +239,7 @@ class SearchClient:
             notes=notes,
         )
         timings["select"] = (time.perf_counter() - t0) * 1000
+        env.access = who.describe()
         env.timings_ms = {k: round(v, 2) for k, v in timings.items()}
         env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
         return env

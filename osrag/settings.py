@@ -158,6 +158,8 @@ class Settings(BaseSettings):
     gate_relative_coverage: Fraction = 0.6
     gate_relative_cosine: Fraction = 0.95
     evidence_order: bool = True
+    # Every read must name a tenant in its principal (osrag.access); chunks of other tenants are never shown.
+    require_tenant: bool = False
 
     # --- local development node ---------------------------------------------------
     dev_home: Path = Field(default_factory=default_dev_home)

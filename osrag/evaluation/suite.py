@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.errors import ConfigError
 from osrag.evaluation import metrics, report, runs
@@ -21,6 +22,9 @@ from osrag.evaluation.datasets import EvalSet, bucket_facets, load_beir, load_go
 from osrag.query import Hit
 from osrag.search import SearchClient
 from osrag.settings import Settings
+
+#: Evaluation scores retrieval over the whole corpus it indexed itself: the admin bypass, said here.
+EVAL_PRINCIPAL = Principal.admin_bypass()
 
 DEFAULT_BUDGETS = (150, 300, 600, 1000, 1500, 2500)
 DEFAULT_MODEL = "navec:news-300d"
@@ -97,7 +101,7 @@ def rank_configs(
     indexed = {
         k: runs.prepare_index(base, evalset, cfg.prefix, v, log) for k, v in variants.items() if k in needed
     }
-    clients = {k: SearchClient(s) for k, s in indexed.items()}
+    clients = {k: SearchClient(s, principal=EVAL_PRINCIPAL) for k, s in indexed.items()}
     pipes: dict[tuple[str, Any], str] = {}
     ranked = []
     for c in configs:
@@ -183,7 +187,7 @@ def budget_tables(
     extra = {"top-k, fixed-size chunks": fixed[0].hits} if fixed else {}
     budgets = sorted(set(cfg.budgets))
     br = runs.budget_run(
-        SearchClient(shipped),
+        SearchClient(shipped, principal=EVAL_PRINCIPAL),
         evalset,
         topk,
         budgets,
@@ -267,7 +271,7 @@ def run(base: Settings, cfg: EvalConfig, log: runs.Log = lambda m: None) -> dict
     s = eval_settings(base)
     sets = load_sets(cfg)
     results = [evaluate_set(s, es, cfg, log) for es in sets]
-    client = SearchClient(s.model_copy(update={"alias": results[0]["alias"]}))
+    client = SearchClient(s.model_copy(update={"alias": results[0]["alias"]}), principal=EVAL_PRINCIPAL)
     emb = client.embedder()
     out = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

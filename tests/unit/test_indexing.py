@@ -30,13 +30,13 @@ def write(path: Path, text: str) -> Path:
 # ------------------------------------------------------------------ front matter
 def test_front_matter_parsed_and_stripped() -> None:
     meta, body = parse_front_matter(
-        '---\ndoc_id: promo-tea10\ntitle: "Промокод TEA10"\nurl: http://x/y:1\narchived: true\n---\n\n# Заголовок\nтекст\n'
+        '---\ndoc_id: promo-tea10\ntitle: "Промокод TEA10"\nsource: http://x/y:1\narchived: true\n---\n\n# Заголовок\nтекст\n'
     )
     assert meta == {
         "doc_id": "promo-tea10",
         "title": "Промокод TEA10",
-        "url": "http://x/y:1",
-        "archived": "true",
+        "source": "http://x/y:1",
+        "archived": True,
     }
     assert body == "# Заголовок\nтекст\n"
 
@@ -51,11 +51,10 @@ def test_horizontal_rule_first_line_is_not_front_matter() -> None:
     assert parse_front_matter(text) == ({}, text)
 
 
-def test_unterminated_front_matter_is_body() -> None:
-    text = "---\ndoc_id: x\ntitle: y\n\nтекст без закрывающей черты\n"
-    meta, body = parse_front_matter(text)
-    assert meta == {}
-    assert body == text
+def test_unterminated_front_matter_is_a_per_file_error(tmp_path: Path) -> None:
+    p = write(tmp_path / "open.md", "---\ndoc_id: x\nacl: staff\n\nтекст без закрывающей черты\n")
+    with pytest.raises(DocumentError, match="front matter has no closing '---' line"):
+        read_document(p, tmp_path, LIMIT)
 
 
 # ------------------------------------------------------------------ read_document
@@ -63,7 +62,7 @@ def test_read_document_with_front_matter(tmp_path: Path) -> None:
     p = write(
         tmp_path / "docs" / "promo.md",
         "---\ndoc_id: promo-tea10\ntitle: Промокод TEA10\ncategory: promo\ntenant: public\n"
-        "updated_at: 2026-09-01\nacl: staff, partners\nsource: https://wiki/promo\nunknown_key: dropped\n---\n"
+        "updated_at: 2026-09-01\nacl: staff, partners\nsource: https://wiki/promo\n---\n"
         "# Промокод\n\nСкидка 10 % на чай.\n",
     )
     doc = read_document(p, tmp_path / "docs", LIMIT)
@@ -74,25 +73,35 @@ def test_read_document_with_front_matter(tmp_path: Path) -> None:
     assert doc.metadata["category"] == "promo"
     assert doc.metadata["tenant"] == "public"
     assert doc.metadata["updated_at"] == "2026-09-01"
-    assert doc.metadata["acl"] == "staff, partners"
+    assert doc.metadata["acl"] == ["staff", "partners"]
     assert doc.metadata["archived"] is False
     assert doc.metadata["format"] == "markdown"
-    assert "unknown_key" not in doc.metadata
 
 
 def test_read_document_defaults_doc_id_to_relative_path(tmp_path: Path) -> None:
     root = tmp_path / "kb"
     p = write(root / "delivery" / "zones.md", "# Зоны доставки\n\nМосква и область.\n")
     doc = read_document(p, root, LIMIT)
-    assert doc.doc_id == "delivery/zones"
+    assert doc.doc_id == "kb/delivery/zones"  # the collection (the root's name), then the path
     assert doc.title == "Зоны доставки"  # first heading
     assert doc.source == str(p)
-    # A file outside the root falls back to its own name.
+    # A file outside the root falls back to its own name in the collection.
     other = write(tmp_path / "elsewhere" / "note.txt", "просто текст\n")
     doc2 = read_document(other, root, LIMIT)
-    assert doc2.doc_id == "note"
+    assert doc2.doc_id == "kb/note"
+    assert read_document(other, root, LIMIT, collection="notes").doc_id == "notes/note"
     assert doc2.title == "note"  # no heading: the file stem
     assert doc2.metadata["format"] == "text"
+
+
+def test_same_relative_name_under_two_roots_gets_two_ids(tmp_path: Path) -> None:
+    a = write(tmp_path / "teamA" / "faq.md", "# FAQ A\n\nтекст\n")
+    b = write(tmp_path / "teamB" / "faq.md", "# FAQ B\n\nтекст\n")
+    ids = {
+        read_document(a, tmp_path / "teamA", LIMIT).doc_id,
+        read_document(b, tmp_path / "teamB", LIMIT).doc_id,
+    }
+    assert ids == {"teamA/faq", "teamB/faq"}
 
 
 def test_read_document_crlf_and_bom(tmp_path: Path) -> None:
@@ -108,10 +117,8 @@ def test_read_document_crlf_and_bom(tmp_path: Path) -> None:
     [
         ("true", True),
         ("True", True),
-        ("yes", True),
-        ("1", True),
         ("false", False),
-        ("no", False),
+        ("FALSE", False),
         (None, False),
     ],
 )
@@ -188,7 +195,7 @@ def test_small_limit_is_printed_readably(tmp_path: Path) -> None:
 def test_file_exactly_at_limit_is_read(tmp_path: Path) -> None:
     p = write(tmp_path / "a.md", "# A\n\nтекст\n")
     size = p.stat().st_size
-    assert read_document(p, tmp_path, size).doc_id == "a"
+    assert read_document(p, tmp_path, size).doc_id == f"{tmp_path.name}/a"
     with pytest.raises(DocumentError, match="too large"):
         read_document(p, tmp_path, size - 1)
 

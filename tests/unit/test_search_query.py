@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from osrag.access import PUBLIC, Principal, access_clauses
 from osrag.errors import InputError
 from osrag.gate import identifier_terms, is_relevant, names_identifier, query_terms, term_coverage
 from osrag.names import visibility_filter
@@ -79,8 +80,8 @@ def test_parse_filters_refuses_a_non_mapping() -> None:
 
 
 def test_parse_filters_lists_from_commas_and_sequences() -> None:
-    got = parse_filters({"category": "promo, product", "doc_id": ["a", " b "], "acl": ("staff",)})
-    assert got == {"category": ["promo", "product"], "doc_id": ["a", "b"], "acl": ["staff"]}
+    got = parse_filters({"category": "promo, product", "doc_id": ["a", " b "], "kind": ("table",)})
+    assert got == {"category": ["promo", "product"], "doc_id": ["a", "b"], "kind": ["table"]}
 
 
 def test_parse_filters_empty_value_is_an_error() -> None:
@@ -97,7 +98,7 @@ def test_parse_filters_dates_are_normalised(raw: str, want: str) -> None:
     assert parse_filters({"updated_before": raw}) == {"updated_before": want}
 
 
-@pytest.mark.parametrize("raw", ["yesterday", "2026-13-01", "01.02.2026", ""])
+@pytest.mark.parametrize("raw", ["yesterday", "2026-13-01", "01.02.2026", "", "2026-01-05garbage", 20260105])
 def test_parse_filters_bad_date_is_an_error_naming_the_filter(raw: str) -> None:
     with pytest.raises(InputError, match="updated_after wants a date YYYY-MM-DD"):
         parse_filters({"updated_after": raw})
@@ -109,10 +110,9 @@ def test_parse_filters_bad_date_is_an_error_naming_the_filter(raw: str) -> None:
         (True, True),
         (False, False),
         ("true", True),
-        ("yes", True),
-        ("1", True),
+        ("TRUE", True),
         ("false", False),
-        ("no", False),
+        (" False ", False),
     ],
 )
 def test_parse_filters_include_archived(raw: Any, want: bool) -> None:
@@ -128,7 +128,7 @@ def test_parse_filters_is_idempotent() -> None:
 
 # --------------------------------------------------------------------------- filter_clauses
 def test_filter_clauses_default_visibility_and_archive_exclusion() -> None:
-    clauses = filter_clauses(ALIAS, {})
+    clauses = filter_clauses(ALIAS, {}, ALL)
     assert clauses == [visibility_filter(ALIAS), ARCHIVE_EXCLUSION]
     # the visibility clause hides the versions listed in this alias's state index
     lookup = clauses[0]["bool"]["must_not"][0]["terms"]["version_key"]
@@ -136,9 +136,16 @@ def test_filter_clauses_default_visibility_and_archive_exclusion() -> None:
 
 
 def test_filter_clauses_include_archived_drops_only_the_archive_clause() -> None:
-    clauses = filter_clauses(ALIAS, {"include_archived": True})
+    clauses = filter_clauses(ALIAS, {"include_archived": True}, ALL)
     assert clauses == [visibility_filter(ALIAS)]
-    assert filter_clauses(ALIAS, {"include_archived": False}) == [visibility_filter(ALIAS), ARCHIVE_EXCLUSION]
+    assert filter_clauses(ALIAS, {"include_archived": False}, ALL) == [
+        visibility_filter(ALIAS),
+        ARCHIVE_EXCLUSION,
+    ]
+
+
+ALL = Principal.admin_bypass()
+NO_ACL = {"bool": {"must_not": [{"exists": {"field": "acl"}}]}}
 
 
 def test_filter_clauses_visibility_is_always_present() -> None:
@@ -146,7 +153,6 @@ def test_filter_clauses_visibility_is_always_present() -> None:
         {
             "category": "x",
             "tenant": "t",
-            "acl": "g",
             "doc_id": "d",
             "kind": "table",
             "updated_after": "2026-01-01",
@@ -155,7 +161,7 @@ def test_filter_clauses_visibility_is_always_present() -> None:
         }
     )
     assert set(every) == set(FILTER_KEYS)
-    assert visibility_filter(ALIAS) in filter_clauses(ALIAS, every)
+    assert visibility_filter(ALIAS) in filter_clauses(ALIAS, every, PUBLIC)
 
 
 def test_filter_clauses_terms_and_range() -> None:
@@ -171,6 +177,7 @@ def test_filter_clauses_terms_and_range() -> None:
                 "updated_before": "2026-02-01",
             }
         ),
+        ALL,
     )
     assert {"terms": {"category": ["promo", "product"]}} in clauses
     assert {"terms": {"tenant": ["public"]}} in clauses
@@ -179,23 +186,32 @@ def test_filter_clauses_terms_and_range() -> None:
     assert {"range": {"updated_at": {"gte": "2026-01-01", "lte": "2026-02-01"}}} in clauses
 
 
-def test_filter_clauses_acl_allows_listed_groups_or_public_chunks() -> None:
-    clauses = filter_clauses(ALIAS, parse_filters({"acl": "staff,partners"}))
+def test_filter_clauses_carry_the_principal_s_access_clauses() -> None:
+    groups = Principal(groups=["staff", "partners"])
+    clauses = filter_clauses(ALIAS, {}, groups)
+    assert clauses == [visibility_filter(ALIAS), *access_clauses(groups), ARCHIVE_EXCLUSION]
     acl = [c for c in clauses if "should" in c.get("bool", {})]
     assert len(acl) == 1
     b = acl[0]["bool"]
     assert b["minimum_should_match"] == 1
     assert {"terms": {"acl": ["staff", "partners"]}} in b["should"]
-    # a chunk without ACL groups is public: it stays visible under any acl filter
+    # a chunk without ACL groups is public: it stays visible to any principal
     assert {"bool": {"must_not": [{"exists": {"field": "acl"}}]}} in b["should"]
     assert len(b["should"]) == 2
-    # without an acl filter there is no acl clause at all
-    assert not any("acl" in json.dumps(c) for c in filter_clauses(ALIAS, {}))
+    # public only: chunks without groups, nothing else
+    assert NO_ACL in filter_clauses(ALIAS, {}, PUBLIC)
+    # the admin bypass adds no access clause at all
+    assert not any("acl" in json.dumps(c) for c in filter_clauses(ALIAS, {}, ALL))
+
+
+def test_acl_is_not_a_filter_but_a_principal() -> None:
+    with pytest.raises(InputError, match="acl is not a filter: pass the caller's groups as principal="):
+        parse_filters({"acl": "staff"})
 
 
 # --------------------------------------------------------------------------- bm25_head
 def test_bm25_head_is_bool_should_of_per_field_matches() -> None:
-    flt = filter_clauses(ALIAS, {})
+    flt = filter_clauses(ALIAS, {}, ALL)
     head = bm25_head("гарантия на лампу", flt)
     b = head["bool"]
     assert b["minimum_should_match"] == 1
@@ -231,7 +247,7 @@ def test_bm25_head_std_mode_matches_only_the_standard_subfield() -> None:
 
 @pytest.mark.parametrize("question", [SYNTAX, SYNTAX_CHARS, 'TEA15 OR title:"чай"~2^3 [a TO b] {c} \\*'])
 def test_query_syntax_goes_verbatim_into_match_queries_only(question: str) -> None:
-    body = hybrid_body(question, [0.1, 0.2], 10, filter_clauses(ALIAS, {}))
+    body = hybrid_body(question, [0.1, 0.2], 10, filter_clauses(ALIAS, {}, ALL))
     hits = [(path, s) for path, s in strings_in(body) if s == question]
     assert len(hits) == 3  # once per matched text field, verbatim (codes alone go to text.ident)
     for path, _ in hits:
@@ -243,7 +259,7 @@ def test_query_syntax_goes_verbatim_into_match_queries_only(question: str) -> No
 
 # --------------------------------------------------------------------------- hybrid_body
 def test_hybrid_body_knn_depth_and_filters_on_both_heads() -> None:
-    flt = filter_clauses(ALIAS, parse_filters({"category": "promo"}))
+    flt = filter_clauses(ALIAS, parse_filters({"category": "promo"}), ALL)
     body = hybrid_body("TEA15", [1, 0.5, 0.25], 37, flt)
     assert body["size"] == 37
     hybrid = body["query"]["hybrid"]
@@ -351,6 +367,14 @@ def test_gate_passes_on_coverage_cosine_or_exact_code() -> None:
         ("x" * 100_000, f"question is 100000 characters long; the limit is {MAX_QUESTION_CHARS}"),
         (None, "question must be text, got NoneType"),
         (42, "question must be text, got int"),
+        (
+            "\ud800",
+            "question is not valid Unicode text: lone surrogate U+D800 at position 0 (a non-UTF-8 byte?)",
+        ),
+        (
+            "чай \udcff",
+            "question is not valid Unicode text: lone surrogate U+DCFF at position 4 (a non-UTF-8 byte?)",
+        ),
     ],
 )
 def test_validate_question_refuses_bad_questions(question: Any, message: str) -> None:
@@ -369,7 +393,9 @@ def test_validate_question_strips_and_accepts_the_limit() -> None:
 # --------------------------------------------------------------------------- refused before any request
 @pytest.fixture
 def offline_client() -> SearchClient:
-    return SearchClient(Settings(url="http://127.0.0.1:9", alias="nowhere", rerank=False, _env_file=None))
+    return SearchClient(
+        Settings(url="http://127.0.0.1:9", alias="nowhere", rerank=False, _env_file=None), principal=PUBLIC
+    )
 
 
 @pytest.mark.parametrize("budget", [0, -1, -1500, True, 1.5, "100"])

@@ -293,7 +293,9 @@ def test_unreachable_cluster_error_hides_the_password(clean_env: pytest.MonkeyPa
     assert SECRET not in str(err.value)
 
 
-@pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["search", "вопрос"], ["install"]])
+@pytest.mark.parametrize(
+    "args", [["status"], ["status", "--json"], ["search", "вопрос", "--public-only"], ["install"]]
+)
 def test_cli_errors_hide_the_password(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str]
 ) -> None:
