@@ -87,6 +87,15 @@ class RerankInfo(BaseModel):
     note: str = ""
 
 
+class BudgetTokenizer(BaseModel):
+    """Which tokenizer counted the budget (``osrag.counting``)."""
+
+    name: str  # the model name, the OSRAG_BUDGET_TOKENIZER value, or a caller's callable
+    kind: Literal["embedding-model", "file", "directory", "package", "callable"]
+    fingerprint: str | None = None  # hash of its vocabulary and rules; None for a callable
+    stored_counts: bool = False  # the index's ingest-time counts were reused (same fingerprint)
+
+
 class Envelope(BaseModel):
     question: str
     status: Literal["complete", "budgeted", "nothing_relevant"]
@@ -107,6 +116,7 @@ class Envelope(BaseModel):
     access: dict[str, object] = Field(default_factory=dict)
     freshness: Freshness
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    tokenizer: BudgetTokenizer | None = None  # who counted spent_tokens and passage tokens
     notes: list[str] = Field(default_factory=list)
 
 
@@ -124,8 +134,9 @@ def render_text(env: Envelope) -> str:
         body = p.text.strip()
         lines.extend("    " + ln for ln in body.splitlines())
         lines.append("")
+    counted = f" ({env.tokenizer.name})" if env.tokenizer else ""
     lines.append(
-        f"budget: {env.spent_tokens}/{env.budget_tokens} tokens · {env.status} · {len(env.passages)} passage(s) "
+        f"budget: {env.spent_tokens}/{env.budget_tokens} tokens{counted} · {env.status} · {len(env.passages)} passage(s) "
         f"from {env.candidates} candidate(s) · fusion {env.fusion} · rerank "
         f"{'on' if env.rerank.used else 'off'}{f' ({env.rerank.note})' if env.rerank.note else ''}"
     )

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osrag import bulk
+from osrag import bulk, counting
 from osrag.admin import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
@@ -366,7 +366,11 @@ class Ingester:
                 batch = []
         if batch:
             self._write_batch(index, emb, batch, report, progress)
-        self.admin.update_meta(index, last_ingest_at=utcnow().isoformat())
+        # Which tokenizer made the stored token_count values: a search reuses them only when
+        # its budget tokenizer is the same one (osrag.counting).
+        self.admin.update_meta(
+            index, last_ingest_at=utcnow().isoformat(), token_counter=counting.model_counter(emb).identity()
+        )
         report.seconds = time.perf_counter() - started
         return report
 

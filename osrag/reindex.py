@@ -185,6 +185,9 @@ class Reindexer:
                 last_ingest_at=meta.get("last_ingest_at"),
                 previous_index=source,
                 reindexed_from=source,
+                # Both methods copy token_count as the source counted it (re-embedding keeps the text).
+                token_counter=meta.get("token_counter")
+                or {"name": meta.get("embedding_model"), "kind": "embedding-model", "fingerprint": None},
             )
             held = self.admin.meta(source).get("reindex_lock") or {}
             if held.get("target") != target:

@@ -145,6 +145,10 @@ class Settings(BaseSettings):
     chunk_min_tokens: Annotated[int, Field(ge=0, le=100_000)] = 40  # below chunk_max_tokens
     chunk_overlap: Annotated[float, Field(ge=0.0, lt=0.5)] = 0.12  # fraction of chunk_max_tokens
     budget_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 1500
+    # The tokenizer that counts the budget (the reader's): a tokenizer.json file, a local tokenizer
+    # directory, or package:NAME[/sub/dir] (one shipped inside an installed package). None: the
+    # index's embedding model's tokenizer, as the ingest-time counts are (osrag.counting).
+    budget_tokenizer: str | None = None
     max_file_mb: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = 20.0
     bulk_chunk_size: Annotated[int, Field(ge=1, le=10_000)] = 200
     ingest_batch_docs: Annotated[int, Field(ge=1, le=10_000)] = 16
@@ -185,6 +189,16 @@ class Settings(BaseSettings):
         if port == 0:
             raise ValueError("port must be within 1..65535")
         return v.strip().rstrip("/")
+
+    @field_validator("budget_tokenizer")
+    @classmethod
+    def _budget_tokenizer_exists(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        from osrag.counting import locate
+
+        locate(v)  # only finds the files (a stat, no import): loading waits for the first search
+        return v.strip()
 
     @field_validator("chunk_min_tokens")
     @classmethod
