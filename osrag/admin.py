@@ -126,54 +126,36 @@ class Admin:
             self.point_alias(created)
         return {"alias": self.alias, "created_index": created, "index": self.current_index()}
 
+    def installed(self, kind: str, name: str) -> dict[str, Any] | None:
+        """The body the cluster holds for a component template, index template or search
+        pipeline (``kind`` as in ``Drift``), or None when it is not installed."""
+        path, key, unwrap = {
+            "component template": (
+                f"/_component_template/{name}",
+                "component_templates",
+                "component_template",
+            ),
+            "index template": (f"/_index_template/{name}", "index_templates", "index_template"),
+            "search pipeline": (f"/_search/pipeline/{name}", None, None),
+        }[kind]
+        c = self.cluster
+        got = c.call(f"get {kind}", c.client.transport.perform_request, "GET", path, params={"ignore": 404})
+        if key is None:
+            return got[name] if got and name in got else None
+        items = (got or {}).get(key) or []
+        return items[0][unwrap] if items else None
+
     def check(self) -> list[Drift]:
         """What differs between the files and the cluster (empty when in sync)."""
-        c = self.cluster
-        client = c.client
+        wanted = [("component template", n, b) for n, b in self.desired_components().items()]
+        wanted.append(("index template", self.template_name, self.desired_index_template()))
+        wanted += [("search pipeline", n, b) for n, b in self.desired_pipelines().items()]
         drifts: list[Drift] = []
-        for name, body in self.desired_components().items():
-            got = c.call(
-                "get component template",
-                client.transport.perform_request,
-                "GET",
-                f"/_component_template/{name}",
-                params={"ignore": 404},
-            )
-            items = (got or {}).get("component_templates") or []
-            if not items:
-                drifts.append(Drift(name, "component template", ["missing in cluster"]))
-                continue
-            diffs = _compare(body, items[0]["component_template"])
+        for kind, name, body in wanted:
+            have = self.installed(kind, name)
+            diffs = ["missing in cluster"] if have is None else _compare(body, have)
             if diffs:
-                drifts.append(Drift(name, "component template", diffs))
-        got = c.call(
-            "get index template",
-            client.transport.perform_request,
-            "GET",
-            f"/_index_template/{self.template_name}",
-            params={"ignore": 404},
-        )
-        items = (got or {}).get("index_templates") or []
-        if not items:
-            drifts.append(Drift(self.template_name, "index template", ["missing in cluster"]))
-        else:
-            diffs = _compare(self.desired_index_template(), items[0]["index_template"])
-            if diffs:
-                drifts.append(Drift(self.template_name, "index template", diffs))
-        for name, body in self.desired_pipelines().items():
-            got = c.call(
-                "get search pipeline",
-                client.transport.perform_request,
-                "GET",
-                f"/_search/pipeline/{name}",
-                params={"ignore": 404},
-            )
-            if not got or name not in got:
-                drifts.append(Drift(name, "search pipeline", ["missing in cluster"]))
-                continue
-            diffs = _compare(body, got[name])
-            if diffs:
-                drifts.append(Drift(name, "search pipeline", diffs))
+                drifts.append(Drift(name, kind, diffs))
         if self.current_index() is None:
             drifts.append(Drift(self.alias, "alias", ["no index behind the alias"]))
         return drifts

@@ -54,17 +54,10 @@ def read_status(settings: Settings) -> Status:
     )
     index = admin.current_index()
     st.drift = [str(d) for d in admin.check()]
-    got = cluster.call(
-        "get index template",
-        cluster.client.transport.perform_request,
-        "GET",
-        f"/_index_template/{admin.template_name}",
-        params={"ignore": 404},
-    )
-    items = (got or {}).get("index_templates") or []
+    installed = admin.installed("index template", admin.template_name)
     st.template_version = {
         "files": templates.TEMPLATE_VERSION,
-        "cluster": items[0]["index_template"].get("version") if items else None,
+        "cluster": installed.get("version") if installed else None,
     }
     if index:
         meta = admin.meta(index)
