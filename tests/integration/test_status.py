@@ -111,7 +111,7 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
         "cluster": templates.TEMPLATE_VERSION,
     }
     assert st["drift"] == []
-    assert (st["previous_index"], st["reindex_lock"], st["fusion"]) == (None, None, "rrf")
+    assert (st["previous_index"], st["reindex_lock"], st["fusion"]) == (None, None, settings.fusion)
     assert st["pipelines"] == {v: admin.pipeline_name(v) for v in PIPELINES}
     for name in st["pipelines"].values():
         assert name in client.transport.perform_request("GET", f"/_search/pipeline/{name}")
