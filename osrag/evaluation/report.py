@@ -52,13 +52,28 @@ def plot_name(set_name: str) -> str:
 def write_outputs(report: dict[str, Any], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(
-        json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        json.dumps(_json_safe(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n", encoding="utf-8"
     )
     (out_dir / "REPORT.md").write_text(markdown_report(report), encoding="utf-8")
     from osrag.evaluation.plot import plot_budget_curve
 
     for s in report["sets"]:
         plot_budget_curve(s, report["embedding_model"], out_dir / plot_name(s["name"]))
+
+
+def _json_safe(v: Any) -> Any:
+    """``nan`` (not evaluable, e.g. no no-answer questions in a set) as JSON ``null``."""
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def _f(v: float, digits: int = 3) -> str:
@@ -160,7 +175,7 @@ def _defaults_check(r: dict[str, Any]) -> list[str]:
             verdict = {"▲": "significantly better", "▼": "significantly worse"}.get(
                 sig["mark"], "no significant difference"
             )
-            parts.append(f"{lm} {_f(ship[lm])} vs {_f(base[lm])} (p = {sig['p']:.3f}, {verdict})")
+            parts.append(f"{lm} {_f(ship[lm])} vs {_f(base[lm])} ({_p(sig['p'])}, {verdict})")
         worse = any(ship["significance"][label(m)]["mark"] == "▼" for m in SIGNIFICANCE_METRICS)
         out.append(
             f"- **{s['name']}**: {s['shipped']} — "
@@ -192,6 +207,12 @@ def _set_section(s: dict[str, Any], r: dict[str, Any]) -> list[str]:
             + f" | {_f(row['p50_ms'], 1)} | {_f(row['p95_ms'], 1)} |"
         )
     out.append("")
+    if any(row["config"].startswith("fixed-size") for row in s["retrieval"]):
+        out += [
+            "Fixed-size windows span several sections each, so section-level hits favour them; the budget "
+            "table below charges them for every token they bring.",
+            "",
+        ]
     for facet, buckets in s["by_bucket"].items():
         counts = s["bucket_sizes"][facet]
         out += [

@@ -170,7 +170,9 @@ def test_alias_depends_on_index_shaping_settings_only() -> None:
     s = Settings(_env_file=None)
     a = runs.alias_for("p", "XQuAD ru/dev", "main", s)
     assert a.startswith("p-xquad-ru-dev-main-") and a == a.lower()
-    assert runs.alias_for("p", "XQuAD ru/dev", "main", s.model_copy(update={"fusion_weights": (0.5, 0.5)})) == a
+    assert (
+        runs.alias_for("p", "XQuAD ru/dev", "main", s.model_copy(update={"fusion_weights": (0.5, 0.5)})) == a
+    )
     assert runs.alias_for("p", "XQuAD ru/dev", "main", s.model_copy(update={"stemmer": "light_russian"})) != a
 
 
@@ -249,6 +251,7 @@ def test_markdown_report_states_marks_buckets_budget_and_the_rule() -> None:
     assert "### By overlap_bucket (recall@10 / mrr@10)" in md and "low (n=2)" in md
     assert f"| 150 | {runs.SELECTION} | 0.400 | 0.500 | 120.0 | 0.300 | 0.020 | – |" in md
     assert "**Fails** the rule on this set" in md and "p = 0.010, significantly worse" in md
+    assert "(p < 0.001" not in md
     assert "recall_vs_budget_tiny-set.png" in md
     assert "`osrag eval x`" in md
 
@@ -264,3 +267,11 @@ def test_compare_settings_refuses_an_unknown_setting_before_any_io() -> None:
 
     with pytest.raises(ConfigError, match="unknown setting.*rrf_weight\\b"):
         compare_settings({"rrf_weight": (0.5, 0.5)}, golden=None, datasets=())
+
+
+def test_outputs_are_strict_json_report_and_one_plot_per_set(tmp_path: Path) -> None:
+    report.write_outputs(_results(), tmp_path)
+    saved = json.loads((tmp_path / "results.json").read_text())  # no NaN tokens: strict JSON
+    assert saved["sets"][0]["nothing_found"][runs.SELECTION]["150"]["no_answer"] is None
+    assert (tmp_path / "recall_vs_budget_tiny-set.png").read_bytes()[:4] == b"\x89PNG"
+    assert report.markdown_report(saved) == (tmp_path / "REPORT.md").read_text()  # re-renders the same
