@@ -24,7 +24,7 @@ from osrag.evaluation import metrics
 from osrag.evaluation.datasets import EvalSet, Query
 from osrag.indexing import Ingester
 from osrag.names import PIPELINES
-from osrag.query import Hit, filter_clauses, hits_of, lexical_text, parse_filters
+from osrag.query import Hit
 from osrag.search import SearchClient
 from osrag.settings import Settings
 
@@ -59,7 +59,7 @@ class Config:
     """One row of a set's table: a retrieval mode on an index variant."""
 
     label: str
-    mode: str = "hybrid"  # hybrid | bm25 | bm25-std | knn | bm25-text
+    mode: str = "hybrid"  # a retrieval mode of SearchClient.retrieve (osrag.query.MODES)
     index: str = "main"
     fusion: tuple[str, tuple[float, float]] | None = None  # own pipeline; None: the alias's one
     depth: int | None = None
@@ -163,23 +163,6 @@ def put_fusion_pipeline(s: Settings, fusion: str, weights: tuple[float, float]) 
 
 
 # ------------------------------------------------------------------ retrieval
-def text_only_body(question: str, depth: int, flt: list[dict[str, Any]]) -> dict[str, Any]:
-    """The baseline: BM25 on the stemmed ``text`` field alone, nothing else in the query."""
-    return {
-        "size": depth,
-        "query": {"bool": {"must": [{"match": {"text": {"query": question}}}], "filter": flt}},
-        "_source": {"excludes": ["body"]},
-    }
-
-
-def text_only_hits(client: SearchClient, q: Query, depth: int) -> list[Hit]:
-    flt = filter_clauses(client.s.alias, parse_filters(q.filters), client.principal_for(None))
-    index = client.admin.require_index()
-    body = text_only_body(lexical_text(q.text), depth, flt)
-    resp = client.cluster.call("search", client.cluster.client.search, index=index, body=body)
-    return hits_of(resp)
-
-
 @dataclass
 class Ranked:
     """One configuration's ranked keys per question (all questions) and its latencies."""
@@ -212,10 +195,7 @@ def rank_all(
 
     def one(q: Query) -> tuple[list[Hit], float]:
         t0 = time.perf_counter()
-        if cfg.mode == "bm25-text":
-            hits = text_only_hits(client, q, d)
-        else:
-            hits = client.retrieve(q.text, mode=cfg.mode, depth=d, filters=q.filters, pipeline=pipeline).hits
+        hits = client.retrieve(q.text, mode=cfg.mode, depth=d, filters=q.filters, pipeline=pipeline).hits
         return hits, (time.perf_counter() - t0) * 1000
 
     out = Ranked(cfg)

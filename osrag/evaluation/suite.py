@@ -287,7 +287,9 @@ def run(base: Settings, cfg: EvalConfig, log: runs.Log = lambda m: None) -> dict
         "limit": cfg.limit,
         "stage_budget": cfg.budget,
         "workers": cfg.workers,
-        "settings": {k: getattr(s, k) for k in runs.INDEX_SETTINGS + SEARCH_SETTINGS},
+        "settings": {
+            k: getattr(s, k) for k in runs.INDEX_SETTINGS + SEARCH_SETTINGS if k in Settings.model_fields
+        },
         "sets": results,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -310,7 +312,10 @@ SEARCH_SETTINGS = (
     "gate_min_cosine",
     "gate_relative_coverage",
     "gate_relative_cosine",
+    "gate_keep_coverage",
+    "gate_keep_cosine",
     "evidence_order",
+    "selection",
 )
 
 

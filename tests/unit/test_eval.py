@@ -157,13 +157,13 @@ def test_core_configs_hold_the_rows_issue_11_names() -> None:
     assert shipped_row in [c.label for c in runs.core_configs(other)]
 
 
-def test_baseline_query_matches_the_text_field_only() -> None:
-    flt = [{"term": {"archived": False}}]
-    body = runs.text_only_body("чай", 7, flt)
-    assert body["size"] == 7
-    assert body["query"]["bool"]["must"] == [{"match": {"text": {"query": "чай"}}}]
-    assert body["query"]["bool"]["filter"] == flt
-    assert "breadcrumb" not in json.dumps(body) and "ident" not in json.dumps(body)
+def test_baseline_row_runs_the_products_text_only_mode() -> None:
+    from osrag.query import MODES, candidates_body
+
+    base = next(c for c in runs.core_configs(Settings(_env_file=None)) if c.label == runs.BASELINE)
+    assert base.mode == "bm25-text" and base.mode in MODES
+    body = json.dumps(candidates_body(base.mode, "чай", None, 7, []))
+    assert '"text"' in body and "breadcrumb" not in body and "ident" not in body and "title" not in body
 
 
 def test_alias_depends_on_index_shaping_settings_only() -> None:
