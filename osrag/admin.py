@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osrag import templates
+from osrag.capabilities import Capabilities, detect, pipeline_file
 from osrag.connection import Cluster
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import IndexStateError
@@ -45,6 +46,13 @@ class Admin:
     def __init__(self, settings: Settings, cluster: Cluster | None = None) -> None:
         self.s = settings
         self.cluster = cluster or Cluster(settings)
+        self._caps: Capabilities | None = None
+
+    def capabilities(self) -> Capabilities:
+        """What the server supports (read once per Admin; a ClusterError when it cannot run osrag)."""
+        if self._caps is None:
+            self._caps = detect(self.cluster)
+        return self._caps
 
     # ---- names ----------------------------------------------------------------
     @property
@@ -95,13 +103,18 @@ class Admin:
 
     def desired_pipelines(self) -> dict[str, dict[str, Any]]:
         p = self._params()
-        return {self.pipeline_name(v): templates.load_pipeline(f, p) for v, f in PIPELINES.items()}
+        caps = self.capabilities()  # the file this server accepts (equal-weight RRF before 3.1)
+        return {
+            self.pipeline_name(v): templates.load_pipeline(pipeline_file(f, caps), p)
+            for v, f in PIPELINES.items()
+        }
 
     # ---- install ------------------------------------------------------------------
     def install(self, create_index: bool = True) -> dict[str, Any]:
         """Create or update templates and pipelines; create the first index + alias if none."""
         c = self.cluster
         client = c.client
+        self.capabilities()  # below 2.19 or without k-NN / neural-search: one line, nothing written
         for name, body in self.desired_components().items():
             c.call(
                 f"put component template {name}", client.cluster.put_component_template, name=name, body=body
@@ -156,9 +169,28 @@ class Admin:
             diffs = ["missing in cluster"] if have is None else _compare(body, have)
             if diffs:
                 drifts.append(Drift(name, kind, diffs))
-        if self.current_index() is None:
+        index = self.current_index()
+        if index is None:
             drifts.append(Drift(self.alias, "alias", ["no index behind the alias"]))
+        else:
+            have_layout = self.layout(index)
+            want_layout = {"shards": self.s.shards, "replicas": self.s.replicas}
+            diffs = [
+                f"number_of_{k}: settings {want_layout[k]} vs index {have_layout[k]}"
+                + (" (a new index takes it: `osrag reindex`)" if k == "shards" else "")
+                for k in ("shards", "replicas")
+                if have_layout[k] != want_layout[k]
+            ]
+            if diffs:
+                drifts.append(Drift(index, "index", diffs))
         return drifts
+
+    def layout(self, index: str) -> dict[str, int]:
+        """The index's shard and replica counts as the cluster holds them (OSRAG_SHARDS/REPLICAS)."""
+        c = self.cluster
+        got = c.call("get index settings", c.client.indices.get_settings, index=index)
+        idx = next(iter(got.values()))["settings"]["index"]
+        return {"shards": int(idx["number_of_shards"]), "replicas": int(idx["number_of_replicas"])}
 
     # ---- indices --------------------------------------------------------------------
     def create_index(self, model_name: str | None = None, embedder: Embedder | None = None) -> str:

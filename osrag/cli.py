@@ -511,6 +511,15 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     report = Ingester(s, admin=admin).ingest([path])
     say(
         f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
+    caps = st["capabilities"]
+    click.echo(f"server features in use: {', '.join(caps['in_use']) or 'none'} · fusion: {caps['fusion']}")
+    for line in caps["adapted"]:
+        click.echo(f"  adapted: {line}")
+    lay = st["layout"]
+    click.echo(
+        f"shards/replicas: settings {lay['settings']['shards']}/{lay['settings']['replicas']}"
+        + (f" · index {lay['index']['shards']}/{lay['index']['replicas']}" if lay["index"] else "")
+    )
         f"{report.chunks} chunks"
     )
     # The sample corpus is public; a demo shows what anyone may read.

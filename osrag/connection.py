@@ -21,7 +21,9 @@ T = TypeVar("T")
 def client_options(settings: Settings) -> dict[str, Any]:
     """The connection options both clients (sync and async) are built with."""
     return dict(
-        hosts=[settings.bare_url],  # user-info kept out of the transport: its logs and errors show hosts
+        # user-info kept out of the transport: its logs and errors show hosts. Several hosts (OSRAG_HOSTS):
+        # the transport round-robins and, when a node stops answering, marks it dead and retries elsewhere.
+        hosts=settings.host_urls,
         http_auth=settings.credentials(),
         verify_certs=settings.tls_verify,
         ssl_show_warn=settings.tls_verify,

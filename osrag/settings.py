@@ -88,6 +88,10 @@ class Settings(BaseSettings):
 
     # --- cluster -----------------------------------------------------------------
     url: str = "http://127.0.0.1:9200"  # http(s)://[user:password@]host[:port][/path]
+    # More nodes of the same cluster, comma-separated (http(s)://host:port, same scheme as OSRAG_URL,
+    # no credentials: OSRAG_URL's or OSRAG_USER's apply). The client spreads requests over all of
+    # them and retries a request on another node when one stops answering.
+    hosts: str = ""
     user: Annotated[str, Field(min_length=1)] | None = None
     password: SecretStr | None = None
     verify_certs: bool | None = Field(default=None, description="TLS verification; None means on for https.")
@@ -209,6 +213,25 @@ class Settings(BaseSettings):
         return v
 
     @field_validator("fusion_weights")
+    @field_validator("hosts")
+    @classmethod
+    def _hosts_are_bare_urls(cls, v: str) -> str:
+        out = []
+        for item in (x.strip().rstrip("/") for x in v.split(",")):
+            if not item:
+                continue
+            try:
+                parts = urlsplit(item)
+                parts.port  # noqa: B018 -- raises on a non-numeric or out-of-range port
+            except ValueError:
+                raise ValueError(f"{redact_url(item)} has an invalid host or port") from None
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{redact_url(item)} is not http(s)://host[:port]")
+            if "@" in parts.netloc:
+                raise ValueError("carry no credentials (OSRAG_URL's or OSRAG_USER's apply to every node)")
+            out.append(item)
+        return ",".join(out)
+
     @classmethod
     def _weights_sum_to_one(cls, v: tuple[float, float]) -> tuple[float, float]:
         # Checked on the node: the score-ranker pipeline refuses weights [0.5, 0.6].
@@ -244,8 +267,17 @@ class Settings(BaseSettings):
         if self.user:
             return (self.user, self.password.get_secret_value() if self.password else "")
         parts = urlsplit(self.url)
+        scheme = urlsplit(self.url).scheme
+        if any(urlsplit(h).scheme != scheme for h in self.hosts.split(",") if h):
+            raise ValueError(f"OSRAG_HOSTS must use the scheme of OSRAG_URL ({scheme}://)")
         if parts.username is None:
             return None
+    @property
+    def host_urls(self) -> list[str]:
+        """Every node the client may talk to: OSRAG_URL's (without user-info), then OSRAG_HOSTS."""
+        extra = [h for h in self.hosts.split(",") if h and h != self.bare_url]
+        return [self.bare_url, *extra]
+
         return (unquote(parts.username), unquote(parts.password or ""))
 
     @property
@@ -296,6 +328,7 @@ _SHORT_MSG = {
 def _allowed(name: str) -> str:
     """The allowed range of a field, read from its own declaration (one place)."""
     if name in _ALLOWED_TEXT:
+    "hosts": "comma-separated http(s)://host[:port], no credentials",
         return _ALLOWED_TEXT[name]
     field = Settings.model_fields.get(name)
     if field is None:
@@ -362,6 +395,8 @@ def settings_error(exc: ValidationError) -> InvalidSetting:
     name = str(loc[0])
     var = ENV_PREFIX + name.upper()
     raw = os.environ.get(var)
+    if name == "hosts" and isinstance(value, str):
+        return repr(",".join(redact_url(h) for h in value.split(",")))
     value = _shown(name, raw if raw is not None else first.get("input"))
     allowed = _allowed(name)
     line = f"invalid setting {var}={value}: {msg}"

@@ -7,6 +7,8 @@ from typing import Any
 
 from osrag import templates
 from osrag.admin import Admin
+from osrag.capabilities import fusion_in_use
+from osrag.locking import read_lock
 from osrag.names import PIPELINES, age_seconds
 from osrag.reindex import Reindexer, lock_state
 from osrag.settings import Settings
@@ -29,6 +31,10 @@ class Status:
     reindex_lock: dict[str, Any] | None = None
     pipelines: dict[str, str] | None = None
     fusion: str | None = None
+    # shards/replicas: the index's own (None without an index) and the settings' (OSRAG_SHARDS/REPLICAS)
+    layout: dict[str, Any] = field(default_factory=dict)
+    # What the server supports and what osrag adapted to it (osrag.capabilities)
+    capabilities: dict[str, Any] = field(default_factory=dict)
     drift: list[str] = field(default_factory=list)
     template_version: dict[str, Any] = field(default_factory=dict)
 
@@ -52,6 +58,13 @@ def read_status(settings: Settings) -> Status:
         },
         alias=settings.alias,
     )
+    caps = admin.capabilities()
+    st.capabilities = {
+        "in_use": caps.in_use,
+        "adapted": list(caps.adapted),
+        "fusion": fusion_in_use(settings.fusion, settings.fusion_weights, caps),
+    }
+    st.layout = {"settings": {"shards": settings.shards, "replicas": settings.replicas}, "index": None}
     index = admin.current_index()
     st.drift = [str(d) for d in admin.check()]
     installed = admin.installed("index template", admin.template_name)
@@ -64,6 +77,7 @@ def read_status(settings: Settings) -> Status:
         st.documents, st.chunks = Reindexer(settings, admin).counts(index)
         lock = meta.get("reindex_lock")
         st.index = index
+        st.layout["index"] = admin.layout(index)
         st.embedding_model = meta.get("embedding_model")
         st.dimension = meta.get("dimension")
         st.last_ingest_at = meta.get("last_ingest_at")

@@ -131,6 +131,7 @@ def reasons(report: Any) -> dict[str, str]:
 
 # ------------------------------------------------------------------ ingest, skip, update
 def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+@pytest.mark.compat
     corpus = tmp_path / "kb"
     write(
         corpus / "tea.md",

@@ -54,6 +54,7 @@ def _cli_env(settings: Settings) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- install / check
+@pytest.mark.compat
 def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:
     first = admin.current_index()
     before = _alias_indices(settings)
@@ -68,6 +69,7 @@ def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:
     assert after[first][settings.alias].get("is_write_index") is True
 
 
+@pytest.mark.compat
 def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:
     assert admin.check() == []
     name = _drift_pipeline(admin, rank_constant=10)

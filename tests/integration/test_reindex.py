@@ -370,6 +370,7 @@ def test_server_side_reindex_keeps_identical_results(
     # Copied, not re-embedded: the stored vectors are the same.
     client = admin.cluster.client
     some = client.search(index=old, body={"size": 5, "sort": [{"chunk_id": "asc"}]})["hits"]["hits"]
+@pytest.mark.compat
     for hit in some:
         copy = client.get(index=plan.target, id=hit["_id"])["_source"]
         assert copy["embedding"] == hit["_source"]["embedding"] and copy["text"] == hit["_source"]["text"]
@@ -400,6 +401,7 @@ def test_rollback_restores_previous_results_exactly(admin: Admin, settings: Sett
     assert changed, "another model should change at least one hybrid result list"
     assert status(settings)["previous_index"] == old
 
+@pytest.mark.compat
     proc = run_cli(settings, tmp_path, "rollback")
     assert proc.returncode == 0, proc.stderr
     assert f"{new} -> {old}" in proc.stdout

@@ -258,6 +258,7 @@ def test_identifier_question_puts_the_exact_chunk_first(
 def test_category_filter_applies_to_each_head(sc: SearchClient, mode: str) -> None:
     unfiltered = hit_docs(sc, BREWING_Q, mode)
     assert {CATEGORY[d] for d in unfiltered} > {"catalog"}  # without the filter other categories come back
+@pytest.mark.compat
     got = hit_docs(sc, BREWING_Q, mode, filters={"category": "catalog"})
     assert got and all(CATEGORY[d] == "catalog" for d in got), got
     if mode != "bm25":  # the kNN head returns its k from the filtered set (efficient filter, not post-filter)
@@ -268,6 +269,7 @@ def test_category_filter_is_respected_by_search(sc: SearchClient) -> None:
     plain = sc.search(BREWING_Q, budget_tokens=1000)
     assert "brewing" in doc_ids(plain) and "tea15" in doc_ids(plain)
     env = sc.search(BREWING_Q, budget_tokens=1000, filters={"category": "catalog"})
+@pytest.mark.compat
     assert env.passages and set(doc_ids(env)) <= {"tea15", "tea10"}
     assert env.filters == {"category": ["catalog"]}
     assert env.candidates == 2  # both heads together found only the two catalog chunks
@@ -277,6 +279,7 @@ def test_category_filter_is_respected_by_search(sc: SearchClient) -> None:
 def test_archived_chunks_are_excluded_by_default_from_each_head(sc: SearchClient, mode: str) -> None:
     assert "oolong-promo-old" not in hit_docs(sc, OOLONG_Q, mode)
     assert "oolong-promo-old" in hit_docs(sc, OOLONG_Q, mode, filters={"include_archived": True})
+@pytest.mark.compat
 
 
 def test_archive_flag_in_search(sc: SearchClient) -> None:

@@ -40,6 +40,8 @@ KEYS = {
     "reindex_lock",
     "pipelines",
     "fusion",
+    "layout",
+    "capabilities",
 }
 
 
@@ -81,6 +83,7 @@ def cli(
 
 
 # ------------------------------------------------------------------ the library dict
+@pytest.mark.compat
 def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
     admin: Admin, settings: Settings, ingested: tuple[Any, dt.datetime, dt.datetime]
 ) -> None:
@@ -90,7 +93,13 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
     assert set(st) == KEYS
 
     c = st["cluster"]
-    assert c["version"] == client.info()["version"]["number"] and c["version"].startswith("3.")
+    assert c["version"] == client.info()["version"]["number"]
+    # What the server line supports and what was adapted (2.19: equal-weight RRF, osrag collapses)
+    caps = st["capabilities"]
+    line_3x = c["version"].startswith("3.")
+    assert ("weighted_rrf" in caps["in_use"]) is line_3x and bool(caps["adapted"]) is not line_3x
+    assert caps["fusion"].startswith(settings.fusion)
+    assert st["layout"] == {"settings": {"shards": 1, "replicas": 0}, "index": {"shards": 1, "replicas": 0}}
     assert c["url"] == settings.url and c["health"] in ("green", "yellow")
     assert {"opensearch-knn", "opensearch-neural-search"} <= set(c["plugins"])
 

@@ -1,0 +1,173 @@
+"""What the OpenSearch server osrag talks to can do, and what osrag adapts to it.
+
+Read once per client from ``GET /`` (version) and ``GET /_cat/plugins`` (plugin names), at
+``install`` and lazily before the first search. The reading is I/O at the edge
+(``detect``); everything else is pure: ``from_server`` turns a version string and plugin
+names into a frozen ``Capabilities`` (or one ``ClusterError`` line naming what is missing),
+and the adaptations (the pipeline bodies, the hybrid request) are derived from it.
+
+Version lines, as probed on 2.19.1 and 3.6.0 nodes (see README, "Server lines"):
+
+- 2.19: hybrid query with ``pagination_depth``, kNN ``method_parameters``, min-max
+  normalization with weights, the ``hybrid_score_explanation`` response processor, RRF
+  through ``score-ranker-processor`` WITHOUT weights ("supported parameters are
+  [rank_constant]"), no top-level hybrid ``filter`` ("[hybrid] query does not support
+  [filter]"), and ``collapse`` beside a hybrid query accepted but not applied.
+- 3.0 adds the top-level hybrid ``filter``; 3.1 weighted RRF and ``collapse`` with the hybrid
+  query (those two thresholds from the OpenSearch documentation; only 2.19.1 and 3.6.0 were probed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from osrag.errors import ClusterError
+
+#: The oldest server line osrag runs on (``score-ranker-processor`` and hybrid pagination).
+MIN_VERSION = (2, 19, 0)
+#: Plugins every osrag index and query needs.
+REQUIRED_PLUGINS = ("opensearch-knn", "opensearch-neural-search")
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``"2.19.1"`` (or ``"3.6.0-SNAPSHOT"``) as a comparable triple; anything else is a ClusterError."""
+    m = _VERSION.match(str(text or "").strip())
+    if not m:
+        raise ClusterError(f"cannot read the OpenSearch version from {text!r}")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The features osrag chooses between, for one server."""
+
+    version: str
+    plugins: tuple[str, ...]
+    weighted_rrf: bool  # score-ranker-processor takes combination.parameters.weights (3.1+)
+    hybrid_filter: bool  # hybrid query takes a top-level filter (3.0+)
+    pagination_depth: bool  # hybrid query takes pagination_depth (2.19+)
+    knn_method_parameters: bool  # kNN query takes method_parameters.ef_search (2.16+)
+    collapse_in_hybrid: bool  # collapse works with the hybrid query (3.1+)
+    adapted: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def in_use(self) -> list[str]:
+        """Names of the optional features this server has (what ``status`` lists as used)."""
+        flags = (
+            "weighted_rrf",
+            "hybrid_filter",
+            "pagination_depth",
+            "knn_method_parameters",
+            "collapse_in_hybrid",
+        )
+        return [f for f in flags if getattr(self, f)]
+
+
+def from_server(version: str, plugins: Iterable[str]) -> Capabilities:
+    """The capabilities of a server of ``version`` with ``plugins``; below 2.19 or without a
+    required plugin it is one ``ClusterError`` naming what is missing."""
+    v = parse_version(version)
+    names = tuple(sorted(set(plugins)))
+    missing = [p for p in REQUIRED_PLUGINS if p not in names]
+    problems = []
+    if v < MIN_VERSION:
+        problems.append(f"OpenSearch {version} is older than 2.19 (osrag needs 2.19 or later)")
+    if missing:
+        problems.append(f"plugin(s) {', '.join(missing)} missing")
+    if problems:
+        raise ClusterError("this cluster cannot run osrag: " + "; ".join(problems))
+    caps = Capabilities(
+        version=version,
+        plugins=names,
+        weighted_rrf=v >= (3, 1, 0),
+        hybrid_filter=v >= (3, 0, 0),
+        pagination_depth=v >= (2, 19, 0),
+        knn_method_parameters=v >= (2, 16, 0),
+        collapse_in_hybrid=v >= (3, 1, 0),
+    )
+    return _with_adapted(caps)
+
+
+def _with_adapted(c: Capabilities) -> Capabilities:
+    out = []
+    if not c.weighted_rrf:
+        out.append("rrf pipelines without weights (equal-weight RRF): score-ranker weights need 3.1")
+    if not c.hybrid_filter:
+        out.append("filters inside each head, not the top-level hybrid filter: that needs 3.0")
+    if not c.collapse_in_hybrid:
+        out.append("duplicates collapsed by osrag (2x over-fetch), not by the server: collapse needs 3.1")
+    return Capabilities(**{**asdict(c), "adapted": tuple(out)})
+
+
+def from_responses(info: Mapping[str, Any], cat_plugins: Iterable[Mapping[str, Any]]) -> Capabilities:
+    """``from_server`` on the answers to ``GET /`` and ``GET /_cat/plugins?format=json``."""
+    version = str((info.get("version") or {}).get("number") or "")
+    return from_server(version, (str(p.get("component")) for p in cat_plugins))
+
+
+def detect(cluster: Any) -> Capabilities:
+    """Ask the cluster (an ``osrag.connection.Cluster``): two requests."""
+    return from_responses(cluster.info(), cluster.plugins())
+
+
+#: Pipeline files that have a form for servers without weighted RRF (before 3.1).
+EQUAL_WEIGHT_FILES = {"hybrid-rrf": "hybrid-rrf-equal", "hybrid-rrf-explain": "hybrid-rrf-explain-equal"}
+
+
+def pipeline_file(name: str, caps: Capabilities) -> str:
+    """The pipeline file (under ``pipelines/``) this server gets for the shipped file ``name``:
+    before 3.1 the RRF pipelines are the equal-weight ones (``score-ranker-processor`` refuses
+    ``parameters`` there); the pipeline keeps its name, so readers need not know."""
+    if not caps.weighted_rrf:
+        return EQUAL_WEIGHT_FILES.get(name, name)
+    return name
+
+
+def adapt_search_body(body: dict[str, Any], caps: Capabilities) -> dict[str, Any]:
+    """A candidates request as this server runs it. Before 3.0 a top-level hybrid ``filter``
+    moves into each head (the server refuses it: "[hybrid] query does not support [filter]");
+    before 3.1 a ``collapse`` beside a hybrid query is dropped -- 2.19.1 accepts it and
+    silently returns the duplicates, so the caller must collapse itself (``collapse_in_hybrid``)."""
+    hybrid = (body.get("query") or {}).get("hybrid")
+    if hybrid is None:
+        return body
+    if not caps.pagination_depth and "pagination_depth" in hybrid:
+        hybrid = {k: v for k, v in hybrid.items() if k != "pagination_depth"}
+    if not caps.hybrid_filter and "filter" in hybrid:
+        flt = hybrid["filter"]
+        hybrid = {
+            **{k: v for k, v in hybrid.items() if k != "filter"},
+            "queries": [_filtered(q, flt) for q in hybrid["queries"]],
+        }
+    out = {**body, "query": {**body["query"], "hybrid": hybrid}}
+    if not caps.collapse_in_hybrid:
+        out.pop("collapse", None)
+    return out
+
+
+def _filtered(query: dict[str, Any], flt: Any) -> dict[str, Any]:
+    """``query`` with ``flt`` applied inside it: a kNN head gets it as its efficient filter
+    (so the graph search is not starved by a post-filter), anything else a ``bool.filter``."""
+    knn = query.get("knn")
+    if knn is not None and len(knn) == 1:
+        ((field_name, head),) = knn.items()
+        mine = head.get("filter")
+        both = {"bool": {"filter": [mine, flt]}} if mine else flt
+        return {"knn": {field_name: {**head, "filter": both}}}
+    return {"bool": {"must": [query], "filter": [flt]}}
+
+
+def fusion_in_use(fusion: str, weights: tuple[float, float], caps: Capabilities) -> str:
+    """What the alias's search pipeline does on this server, in words ``status`` prints."""
+    w = "/".join(f"{x:g}" for x in weights)
+    if fusion == "rrf" and not caps.weighted_rrf:
+        return f"rrf, equal weights (OSRAG_FUSION_WEIGHTS {w} not applied: weighted RRF needs 3.1)"
+    return f"{fusion} {w}"
