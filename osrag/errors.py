@@ -62,3 +62,12 @@ class BulkIndexError(OsragError):
 
 class IndexStateError(OsragError):
     """The alias, index or lock is not in the state an admin operation needs."""
+
+
+class WritesRefused(IndexStateError):
+    """An ingest stopped because a reindex took the lock meanwhile; ``not_written`` lists the
+    documents of the batch it did not write (later files were not read)."""
+
+    def __init__(self, message: str, not_written: Sequence[str]) -> None:
+        super().__init__(message)
+        self.not_written = list(not_written)

@@ -42,9 +42,10 @@ from osrag.admin import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
 from osrag.embedding import Embedder, embedder_for, require_same_model
-from osrag.errors import ConfigError, DocumentError, IndexStateError
+from osrag.errors import ConfigError, DocumentError, IndexStateError, WritesRefused
 from osrag.frontmatter import KNOWN_KEYS as FRONT_KEYS
 from osrag.frontmatter import FrontMatterError, acl_groups, parse_front_matter
+from osrag.locking import describe, ensure_state_index, holder, read_lock, register_writer, unregister_writer
 from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
 from osrag.settings import Settings
 
@@ -245,7 +246,7 @@ class Ingester:
     def _prepare_target(self) -> tuple[str, Embedder]:
         index = self.admin.require_index()
         meta = self.admin.meta(index)
-        lock = meta.get("reindex_lock")
+        lock = read_lock(self.cluster, self.s.alias)
         if lock:
             raise IndexStateError(
                 f"a reindex into {lock.get('target')} has held the lock since {lock.get('since')}; "
@@ -262,19 +263,30 @@ class Ingester:
         return index, emb
 
     def _ensure_state(self) -> None:
-        name = state_index(self.s.alias)
-        client = self.cluster.client
-        if not self.cluster.call("check state index", client.indices.exists, index=name):
-            self.cluster.call(
-                "create state index",
-                client.indices.create,
-                index=name,
-                body={
-                    "settings": {"number_of_shards": 1, "number_of_replicas": self.s.replicas},
-                    "mappings": {"dynamic": "strict", "properties": {"keys": {"type": "keyword"}}},
-                },
-                ignore=400,
-            )
+        ensure_state_index(self.cluster, self.s.alias, self.s.replicas)
+
+    def _guarded(
+        self, paths: Sequence[str], report: IngestReport, write: Callable[..., None], *args: Any
+    ) -> None:
+        """Write one batch only while no reindex holds the lock (``osrag.locking``): the batch
+        registers as a writer, then reads the lock; a reindex that took it meanwhile stops the
+        ingest loudly (``WritesRefused`` lists the batch) instead of writing into an index whose
+        copy has begun. A batch that got in first is waited for and copied by the reindex."""
+        record = holder()
+        register_writer(self.cluster, self.s.alias, record)
+        try:
+            lock = read_lock(self.cluster, self.s.alias)
+            if lock:
+                raise WritesRefused(
+                    f"{describe(lock)}: ingest stopped so that no write is lost; "
+                    f"{len(paths)} document(s) of this batch not written: {', '.join(paths)}; later files "
+                    f"were not read; {report.indexed} document(s) were written before. Run the same "
+                    "`osrag ingest` again when the reindex has finished",
+                    paths,
+                )
+            write(*args)
+        finally:
+            unregister_writer(self.cluster, self.s.alias, record["token"])
 
     def _hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
         """One atomic scripted update of the hidden list."""
@@ -362,10 +374,14 @@ class Ingester:
             version = self._version(doc, emb)
             batch.append(_Prepared(doc, str(path), f"{doc.doc_id}@{version}", chunks))
             if len(batch) >= self.s.ingest_batch_docs:
-                self._write_batch(index, emb, batch, report, progress)
+                self._guarded(
+                    [p.path for p in batch], report, self._write_batch, index, emb, batch, report, progress
+                )
                 batch = []
         if batch:
-            self._write_batch(index, emb, batch, report, progress)
+            self._guarded(
+                [p.path for p in batch], report, self._write_batch, index, emb, batch, report, progress
+            )
         # Which tokenizer made the stored token_count values: a search reuses them only when
         # its budget tokenizer is the same one (osrag.counting).
         self.admin.update_meta(

@@ -7,14 +7,16 @@ creation, ``_meta`` and the alias switch.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from osrag import bulk
+from osrag import bulk, locking
 from osrag.admin import Admin
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import BulkIndexError, ConfigError, IndexStateError
@@ -37,6 +39,8 @@ class ReindexPlan:
     stale_target: str | None = None
     #: State of a reindex lock found on the source: "live", "dead" or "unknown" (None: no lock).
     lock_state: str | None = None
+    #: Documents written to the source by an ingest during the copy, copied again before the switch.
+    caught_up: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,9 +77,19 @@ def lock_state(lock: dict[str, Any] | None) -> str:
     return "live"
 
 
-def _describe_lock(lock: dict[str, Any]) -> str:
-    who = f"pid {lock.get('pid')} on {lock.get('host')}" if lock.get("host") else "an unknown process"
-    return f"a reindex ({who}) into {lock.get('target')} has held the lock since {lock.get('since')}"
+_describe_lock = locking.describe
+
+#: How long a reindex waits, before its switch, for ingest batches still writing into the old index.
+WRITERS_WAIT_S = 600.0
+#: Catch-up rounds before the switch is refused (new batches see the lock and stop, so one or two do).
+CATCH_UP_ROUNDS = 5
+
+
+def writer_alive(w: dict[str, Any]) -> bool:
+    """Whether the process of a registered ingest batch still runs (this process: yes, a thread)."""
+    if w.get("host") == socket.gethostname() and w.get("pid") == os.getpid():
+        return True
+    return lock_state(w) != "dead"
 
 
 class Reindexer:
@@ -83,8 +97,10 @@ class Reindexer:
 
     Readers keep using the alias on the old index until a verified new index is
     complete; the switch is one ``_aliases`` request. The old index stays for
-    ``rollback``. While a reindex runs, ingest is refused (a lock in the old
-    index's ``_meta``), so no write can land in the old index and be lost.
+    ``rollback``. The lock is a document created with ``op_type=create`` (``osrag.locking``):
+    of two runs exactly one gets it. An ingest re-checks it before every batch and stops loudly
+    once it is taken; a batch that was already writing is waited for, and whatever ingests
+    wrote into the old index during the copy is copied again before the switch.
     """
 
     def __init__(self, settings: Settings, admin: Admin | None = None) -> None:
@@ -127,7 +143,7 @@ class Reindexer:
         emb = embedder_for(self.s, target_model)
         same = target_model == meta.get("embedding_model") and emb.dimension == meta.get("dimension")
         docs, chunks = self.counts(source)
-        lock = meta.get("reindex_lock") or {}
+        lock = locking.read_lock(self.cluster, self.s.alias) or {}
         return ReindexPlan(
             alias=self.s.alias,
             source=source,
@@ -149,36 +165,26 @@ class Reindexer:
         plan = self.plan(model_name)
         source = plan.source
         meta = self.admin.meta(source)
-        lock = meta.get("reindex_lock")
-        if lock:
-            state = lock_state(lock)
-            if state == "live":
-                raise IndexStateError(f"{_describe_lock(lock)} and is still running")
-            if state == "unknown":
-                raise IndexStateError(
-                    f"{_describe_lock(lock)}; whether it still runs cannot be checked from this host. "
-                    "If it does not, `osrag reindex --abort` drops its half-built index and the lock"
-                )
-            # A killed run left a half-built index: it never had the alias, so drop it.
-            self._drop_half_built(source, lock)
-        emb = embedder_for(self.s, plan.target_model)
-        target = self.admin.create_index(embedder=emb)
-        plan.target = target
-        self.admin.update_meta(
-            source,
-            reindex_lock={
-                "target": target,
-                "since": utcnow().isoformat(),
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-            },
-        )
+        # The lock first: a run that loses the race stops here, before it has made anything.
+        record = self._take_lock(source)
+        token = record["token"]
+        target: str | None = None
         try:
+            # Batches being written now registered before the lock existed: the catch-up looks
+            # at everything written since the earliest of them started.
+            since = locking.earliest(
+                locking.writers(self.cluster, self.s.alias), dt.datetime.fromisoformat(record["since"])
+            )
+            emb = embedder_for(self.s, plan.target_model)
+            target = self.admin.create_index(embedder=emb)
+            plan.target = target
+            locking.update(self.cluster, self.s.alias, token, target=target)
             if plan.method == "server-side _reindex":
                 self._server_side(source, target)
             else:
                 self._reembed(source, target, emb, plan.chunks, progress)
             self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
+            plan.caught_up = self._catch_up(source, target, emb, plan.method, since)
             self.verify(source, target)
             self.admin.update_meta(
                 target,
@@ -189,21 +195,158 @@ class Reindexer:
                 token_counter=meta.get("token_counter")
                 or {"name": meta.get("embedding_model"), "kind": "embedding-model", "fingerprint": None},
             )
-            held = self.admin.meta(source).get("reindex_lock") or {}
-            if held.get("target") != target:
+            held = locking.read_lock(self.cluster, self.s.alias) or {}
+            if held.get("token") != token:
                 raise IndexStateError(
-                    f"the reindex lock on {source} was released or taken over while copying into {target} "
-                    "(`osrag reindex --abort`?); alias not switched"
+                    f"the reindex lock of {self.s.alias} was released or taken over while copying into "
+                    f"{target} (`osrag reindex --abort`?); alias not switched"
                 )
         except BaseException:
             # Failed or interrupted (Ctrl-C) before the switch: readers never saw the new index.
             # Drop it and release the lock, so ingest is not refused until someone re-runs reindex.
-            self._abandon(source, target)
+            self._abandon(target, token)
             raise
         # Atomic switch: one _aliases request removes the old and adds the new.
         self.admin.point_alias(target)
-        self.admin.update_meta(source, reindex_lock=None)
+        locking.release(self.cluster, self.s.alias, token)
         return plan
+
+    def _take_lock(self, source: str) -> dict[str, Any]:
+        """Create the lock document (``op_type=create``); a live holder is an ``IndexStateError``.
+
+        A lock whose process is dead (a killed run) is cleared -- its half-built index dropped --
+        and taken once more; a racer that takes it first wins, and this run stops.
+        """
+        locking.ensure_state_index(self.cluster, self.s.alias, self.s.replicas)
+        record = locking.holder()
+        try:
+            locking.acquire(self.cluster, self.s.alias, record)
+            return record
+        except locking.LockHeld as held:
+            lock = held.lock
+            state = lock_state(lock)
+            if state == "live":
+                raise IndexStateError(f"{_describe_lock(lock)} and is still running") from held
+            if state == "unknown":
+                raise IndexStateError(
+                    f"{_describe_lock(lock)}; whether it still runs cannot be checked from this host. "
+                    "If it does not, `osrag reindex --abort` drops its half-built index and the lock"
+                ) from held
+            # A killed run left a half-built index: it never had the alias, so drop it.
+            self._drop_half_built(source, lock)
+            locking.release(self.cluster, self.s.alias, str(lock.get("token")))
+        record = locking.holder()
+        locking.acquire(self.cluster, self.s.alias, record)
+        return record
+
+    # ---- catching up with ingests that overlapped the copy --------------------------------
+    def _catch_up(self, source: str, target: str, emb: Embedder, method: str, since: dt.datetime) -> int:
+        """Copy again every document an ingest wrote into ``source`` since ``since`` whose visible
+        versions differ in ``target``; returns how many. Waits for batches still writing first
+        (they registered before the lock); refuses the switch when writes keep coming."""
+        deadline = time.monotonic() + WRITERS_WAIT_S
+        mark = since - dt.timedelta(seconds=locking.CLOCK_MARGIN_S)
+        copied: set[str] = set()
+        for _ in range(CATCH_UP_ROUNDS):
+            self._wait_for_writers(source, deadline)
+            next_mark = utcnow() - dt.timedelta(seconds=locking.CLOCK_MARGIN_S)
+            stale = self._differing(source, target, self._written_since(source, mark))
+            if not stale:
+                return len(copied)
+            self._recopy(source, target, emb, method, stale)
+            copied.update(stale)
+            mark = next_mark
+        raise IndexStateError(
+            f"ingests kept writing into {source} during the reindex ({len(copied)} document(s) copied "
+            f"again in {CATCH_UP_ROUNDS} rounds); alias not switched"
+        )
+
+    def _wait_for_writers(self, source: str, deadline: float) -> None:
+        while True:
+            live = []
+            for w in locking.writers(self.cluster, self.s.alias):
+                if writer_alive(w):
+                    live.append(w)
+                else:  # killed mid-batch: its chunks stay hidden; it will never leave by itself
+                    locking.unregister_writer(self.cluster, self.s.alias, str(w.get("token")))
+            if not live:
+                return
+            if time.monotonic() > deadline:
+                who = ", ".join(f"pid {w.get('pid')} on {w.get('host')}" for w in live[:3])
+                raise IndexStateError(
+                    f"{len(live)} ingest batch(es) still writing into {source} ({who}); alias not switched"
+                )
+            time.sleep(0.5)
+
+    def _written_since(self, index: str, mark: dt.datetime) -> list[str]:
+        """doc_ids with chunks (visible or not) ingested into ``index`` at or after ``mark``."""
+        out: list[str] = []
+        after: dict[str, Any] | None = None
+        while True:
+            comp: dict[str, Any] = {"size": 1000, "sources": [{"d": {"terms": {"field": "doc_id"}}}]}
+            if after:
+                comp["after"] = after
+            resp = self.cluster.call(
+                "documents written during the reindex",
+                self.cluster.client.search,
+                index=index,
+                body={
+                    "size": 0,
+                    "query": {"range": {"ingested_at": {"gte": mark.isoformat()}}},
+                    "aggs": {"docs": {"composite": comp}},
+                },
+                params={"request_cache": "false"},
+            )
+            agg = resp["aggregations"]["docs"]
+            out += [b["key"]["d"] for b in agg["buckets"]]
+            after = agg.get("after_key")
+            if not agg["buckets"] or not after:
+                return out
+
+    def _versions(self, index: str, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        resp = self.cluster.call(
+            "compare versions",
+            self.cluster.client.search,
+            index=index,
+            body={
+                "size": 0,
+                "query": {"bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, *self._visible()]}},
+                "aggs": {
+                    "d": {
+                        "terms": {"field": "doc_id", "size": len(doc_ids)},
+                        "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}},
+                    }
+                },
+            },
+            params={"request_cache": "false"},
+        )
+        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
+
+    def _differing(self, source: str, target: str, doc_ids: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(doc_ids), 1000):
+            part = list(doc_ids[i : i + 1000])
+            a, b = self._versions(source, part), self._versions(target, part)
+            out += [d for d in part if a.get(d, set()) != b.get(d, set())]
+        return out
+
+    def _recopy(self, source: str, target: str, emb: Embedder, method: str, doc_ids: Sequence[str]) -> None:
+        """Replace ``doc_ids`` in ``target`` by their visible chunks in ``source``."""
+        for i in range(0, len(doc_ids), 1000):
+            only = [{"terms": {"doc_id": list(doc_ids[i : i + 1000])}}]
+            self.cluster.call(
+                "drop stale copies",
+                self.cluster.client.delete_by_query,
+                index=target,
+                body={"query": {"bool": {"filter": only}}},
+                refresh=True,
+                conflicts="proceed",
+            )
+            if method == "server-side _reindex":
+                self._server_side(source, target, only)
+            else:
+                self._reembed(source, target, emb, 0, None, only)
+        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
 
     def _drop_half_built(self, source: str, lock: dict[str, Any]) -> str | None:
         stale = lock.get("target")
@@ -217,18 +360,17 @@ class Reindexer:
         )
         return str(stale)
 
-    def _abandon(self, source: str, target: str) -> None:
+    def _abandon(self, target: str | None, token: str) -> None:
         """Best effort: delete ``target`` and release the lock if it is still ours."""
         try:
-            if self.admin.current_index() != target:
+            if target and self.admin.current_index() != target:
                 self.cluster.call(
                     "delete abandoned index",
                     self.cluster.client.indices.delete,
                     index=target,
                     ignore_unavailable=True,
                 )
-            if (self.admin.meta(source).get("reindex_lock") or {}).get("target") == target:
-                self.admin.update_meta(source, reindex_lock=None)
+            locking.release(self.cluster, self.s.alias, token)
         except Exception:
             pass
 
@@ -239,18 +381,18 @@ class Reindexer:
         still runs on this host is refused: stop it first.
         """
         source = self.admin.require_index()
-        lock = self.admin.meta(source).get("reindex_lock")
+        lock = locking.read_lock(self.cluster, self.s.alias)
         if not lock:
             return None
         if lock_state(lock) == "live":
             raise IndexStateError(f"{_describe_lock(lock)} and is still running; stop it before aborting")
         self._drop_half_built(source, lock)
-        self.admin.update_meta(source, reindex_lock=None)
+        locking.release(self.cluster, self.s.alias, str(lock.get("token")))
         return dict(lock)
 
-    def _server_side(self, source: str, target: str) -> None:
+    def _server_side(self, source: str, target: str, only: list[dict[str, Any]] | None = None) -> None:
         body = {
-            "source": {"index": source, "query": {"bool": {"filter": self._visible()}}},
+            "source": {"index": source, "query": {"bool": {"filter": [*self._visible(), *(only or [])]}}},
             "dest": {"index": target},
         }
         resp = self.cluster.call(
@@ -265,12 +407,21 @@ class Reindexer:
             raise IndexStateError(f"_reindex into {target} failed: {resp['failures'][:3]}")
 
     def _reembed(
-        self, source: str, target: str, emb: Embedder, total: int, progress: Callable[[int, int], None] | None
+        self,
+        source: str,
+        target: str,
+        emb: Embedder,
+        total: int,
+        progress: Callable[[int, int], None] | None,
+        only: list[dict[str, Any]] | None = None,
     ) -> None:
         from opensearchpy.helpers import scan
 
         client = self.cluster.client
-        query = {"query": {"bool": {"filter": self._visible()}}, "_source": {"excludes": ["embedding"]}}
+        query = {
+            "query": {"bool": {"filter": [*self._visible(), *(only or [])]}},
+            "_source": {"excludes": ["embedding"]},
+        }
         done = 0
 
         def actions() -> Any:
@@ -340,7 +491,7 @@ class Reindexer:
     def rollback(self) -> tuple[str, str]:
         current = self.admin.require_index()
         meta = self.admin.meta(current)
-        lock = meta.get("reindex_lock")
+        lock = locking.read_lock(self.cluster, self.s.alias)
         if lock and lock_state(lock) != "dead":
             # Its switch would take the alias away from the index rolled back to.
             raise IndexStateError(f"{_describe_lock(lock)}; roll back once it has finished")
@@ -380,7 +531,7 @@ class Reindexer:
         current = self.admin.current_index()
         protected = {current} if current else set()
         if current:
-            target = (self.admin.meta(current).get("reindex_lock") or {}).get("target")
+            target = (locking.read_lock(self.cluster, self.s.alias) or {}).get("target")
             if target:
                 protected.add(target)
         others = [r["index"] for r in self.indices() if r["index"] not in protected]

@@ -75,7 +75,7 @@ def read_status(settings: Settings) -> Status:
     if index:
         meta = admin.meta(index)
         st.documents, st.chunks = Reindexer(settings, admin).counts(index)
-        lock = meta.get("reindex_lock")
+        lock = read_lock(admin.cluster, settings.alias)
         st.index = index
         st.layout["index"] = admin.layout(index)
         st.embedding_model = meta.get("embedding_model")

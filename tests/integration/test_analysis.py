@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.connection import make_client
 from osrag.indexing import Ingester
@@ -22,6 +23,9 @@ from osrag.names import visibility_filter
 from osrag.search import SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias as shared_drop_alias
+
+#: These tests are about other things than access: they read as the admin bypass (no ACL clause).
+ALL = Principal.admin_bypass()
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +84,10 @@ def ingest(settings: Settings, root: Path, docs: dict[str, str], **front: Any) -
 
 def bm25_docs(settings: Settings, question: str, **kw: Any) -> list[str]:
     """doc_ids in BM25 rank order (the lexical head osrag queries with)."""
-    return [h.source["doc_id"] for h in SearchClient(settings).retrieve(question, mode="bm25", **kw).hits]
+    return [
+        h.source["doc_id"]
+        for h in SearchClient(settings, principal=ALL).retrieve(question, mode="bm25", **kw).hits
+    ]
 
 
 def phrase_docs(settings: Settings, phrase: str) -> set[str]:
@@ -349,7 +356,7 @@ def test_filters_apply_to_both_heads(admin: Admin, settings: Settings, tmp_path:
         docs, "delivery", "Доставка по городу занимает один день.", title="Доставка", category="delivery"
     )
     ingest(settings, docs, {})
-    sc = SearchClient(settings)
+    sc = SearchClient(settings, principal=ALL)
     live = {"live-return", "promo-tea", "promo-lamp", "delivery"}
 
     # Unfiltered by archive, the archived chunk is the best match on both heads.

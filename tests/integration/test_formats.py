@@ -16,12 +16,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.cli import cli
 from osrag.search import SearchClient
 from osrag.settings import Settings
 from tests import fixtures_gen as gen
 from tests.integration.conftest import drop_alias
+
+#: These tests are about other things than access: they read as the admin bypass (no ACL clause).
+ALL = Principal.admin_bypass()
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +108,7 @@ def test_mixed_folder_is_indexed_with_locations_and_bad_files_reported(
     assert "indexed 5" in res.stdout and "failed 4" in res.stdout, res.stdout
     assert "\x1b[" not in res.stderr and "doc/s" not in res.stderr  # no progress bar off a terminal
 
-    client = SearchClient(small_settings)
+    client = SearchClient(small_settings, principal=ALL)
     pdf = _found(client, "гарантийный ремонт чайника ТЕА15 в сервисном центре", "warranty", "сервисный центр")
     assert (pdf["source_format"], pdf["page"], pdf["page_end"]) == ("pdf", 2, 2)
     delivery = _found(client, "самовывоз из пункта выдачи или почта России", "warranty", "почта России")
@@ -128,7 +132,9 @@ def test_mixed_folder_is_indexed_with_locations_and_bad_files_reported(
 
     # The readable view cites the location; a second ingest skips what did not change.
     shown = runner.invoke(
-        cli, ["search", "рассрочка на шесть месяцев", "--no-rerank"], env=_env(small_settings)
+        cli,
+        ["search", "рассрочка на шесть месяцев", "--no-rerank", "--public-only"],
+        env=_env(small_settings),
     )
     assert shown.exit_code == 0, shown.output
     assert f"{kb / 'payment.html'}#rassrochka" in shown.stdout

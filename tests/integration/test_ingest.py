@@ -22,6 +22,7 @@ from osrag.admin import Admin
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester
+from osrag.locking import acquire, ensure_state_index, release
 from osrag.names import state_index, visibility_filter
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
@@ -130,8 +131,8 @@ def reasons(report: Any) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ ingest, skip, update
-def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
 @pytest.mark.compat
+def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
     corpus = tmp_path / "kb"
     write(
         corpus / "tea.md",
@@ -417,13 +418,13 @@ def test_reindex_lock_refuses_ingest_until_cleared(
     admin: Admin, small_settings: Settings, tmp_path: Path
 ) -> None:
     write(tmp_path / "a.md", sectioned("чай", 2))
-    index = admin.require_index()
-    admin.update_meta(index, reindex_lock={"target": "x", "since": "2026-01-01T00:00:00+00:00"})
+    ensure_state_index(admin.cluster, admin.alias)
+    acquire(admin.cluster, admin.alias, {"token": "t", "target": "x", "since": "2026-01-01T00:00:00+00:00"})
     with pytest.raises(IndexStateError) as ei:
         Ingester(small_settings).ingest([tmp_path])
     assert "reindex into x" in str(ei.value) and "2026-01-01" in str(ei.value)
     assert count(admin, visible=False) == 0
-    admin.update_meta(index, reindex_lock=None)
+    assert release(admin.cluster, admin.alias, "t")
     report = Ingester(small_settings).ingest([tmp_path])
     assert report.indexed == 1 and count(admin, "a") == 2
 

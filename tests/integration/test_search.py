@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.connection import make_client
 from osrag.embedding import embedder_for
@@ -32,6 +33,9 @@ from osrag.search import MAX_QUESTION_CHARS, SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias as shared_drop_alias
 from tests.unit.test_rerank import build_tiny_cross_encoder
+
+#: These tests are about other things than access: they read as the admin bypass (no ACL clause).
+ALL = Principal.admin_bypass()
 
 pytestmark = pytest.mark.integration
 
@@ -215,7 +219,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.fixture(scope="module")
 def sc(corpus: Settings) -> SearchClient:
-    return SearchClient(corpus)
+    return SearchClient(corpus, principal=ALL)
 
 
 @pytest.fixture(scope="module")
@@ -254,32 +258,32 @@ def test_identifier_question_puts_the_exact_chunk_first(
 
 
 # --------------------------------------------------------------------------- filters on both heads
+@pytest.mark.compat
 @pytest.mark.parametrize("mode", MODES)
 def test_category_filter_applies_to_each_head(sc: SearchClient, mode: str) -> None:
     unfiltered = hit_docs(sc, BREWING_Q, mode)
     assert {CATEGORY[d] for d in unfiltered} > {"catalog"}  # without the filter other categories come back
-@pytest.mark.compat
     got = hit_docs(sc, BREWING_Q, mode, filters={"category": "catalog"})
     assert got and all(CATEGORY[d] == "catalog" for d in got), got
     if mode != "bm25":  # the kNN head returns its k from the filtered set (efficient filter, not post-filter)
         assert sorted(got) == ["tea10", "tea15"]
 
 
+@pytest.mark.compat
 def test_category_filter_is_respected_by_search(sc: SearchClient) -> None:
     plain = sc.search(BREWING_Q, budget_tokens=1000)
     assert "brewing" in doc_ids(plain) and "tea15" in doc_ids(plain)
     env = sc.search(BREWING_Q, budget_tokens=1000, filters={"category": "catalog"})
-@pytest.mark.compat
     assert env.passages and set(doc_ids(env)) <= {"tea15", "tea10"}
     assert env.filters == {"category": ["catalog"]}
     assert env.candidates == 2  # both heads together found only the two catalog chunks
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("mode", MODES)
 def test_archived_chunks_are_excluded_by_default_from_each_head(sc: SearchClient, mode: str) -> None:
     assert "oolong-promo-old" not in hit_docs(sc, OOLONG_Q, mode)
     assert "oolong-promo-old" in hit_docs(sc, OOLONG_Q, mode, filters={"include_archived": True})
-@pytest.mark.compat
 
 
 def test_archive_flag_in_search(sc: SearchClient) -> None:
@@ -297,7 +301,9 @@ def test_reranker_failure_degrades_to_rrf_order_and_says_so(
     corpus: Settings, sc: SearchClient, tmp_path: Path
 ) -> None:
     missing = str(tmp_path / "no-such-reranker")
-    broken = SearchClient(corpus.model_copy(update={"rerank": True, "reranker_model": missing}))
+    broken = SearchClient(
+        corpus.model_copy(update={"rerank": True, "reranker_model": missing}), principal=ALL
+    )
     env = broken.search(BREWING_Q, budget_tokens=1000)
     baseline = sc.search(BREWING_Q, budget_tokens=1000)
     assert env.rerank.used is False
@@ -318,7 +324,9 @@ def test_reranker_failure_degrades_to_rrf_order_and_says_so(
 def test_tiny_cross_encoder_reorders_by_its_scores(
     corpus: Settings, sc: SearchClient, tiny_reranker: str
 ) -> None:
-    client = SearchClient(corpus.model_copy(update={"rerank": True, "reranker_model": tiny_reranker}))
+    client = SearchClient(
+        corpus.model_copy(update={"rerank": True, "reranker_model": tiny_reranker}), principal=ALL
+    )
     env = client.search(BREWING_Q, budget_tokens=1000)
     assert env.rerank.used is True
     assert env.rerank.model == tiny_reranker
@@ -466,7 +474,7 @@ def test_freshness_follows_a_later_ingest_for_a_long_lived_client(cleanup: Setti
     Admin(settings).install()
     first = {k: DOCS[k] for k in ("tea15", "delivery")}
     Ingester(settings).ingest([write_corpus(tmp_path / "v1", first)])
-    client = SearchClient(settings)
+    client = SearchClient(settings, principal=ALL)
     before = client.search("TEA15", budget_tokens=500)
     assert before.freshness.last_ingest_at is not None
     assert "lamp" not in doc_ids(client.search("LAMP-LIGHT", budget_tokens=500))
@@ -541,7 +549,7 @@ def test_longest_allowed_question_of_many_words_is_no_server_error(sc: SearchCli
 def test_search_before_any_ingest_is_nothing_relevant(cleanup: Settings) -> None:
     settings = cleanup
     Admin(settings).install()
-    client = SearchClient(settings)
+    client = SearchClient(settings, principal=ALL)
     for mode in MODES:
         assert client.retrieve("чай", mode=mode).hits == []
     env = client.search("зелёный чай", budget_tokens=100)
@@ -579,10 +587,16 @@ def run_cli(corpus: Settings, cwd: Path, *args: str) -> subprocess.CompletedProc
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["search", "TEA15", "--budget", "0"], "token budget must be a positive integer, got 0"),
-        (["search", "TEA15", "--budget", "-5"], "token budget must be a positive integer, got -5"),
-        (["search", "TEA15", "--filter", "colour=red"], "unknown filter 'colour'"),
-        (["search", "   "], "question is empty"),
+        (
+            ["search", "TEA15", "--public-only", "--budget", "0"],
+            "token budget must be a positive integer, got 0",
+        ),
+        (
+            ["search", "TEA15", "--public-only", "--budget", "-5"],
+            "token budget must be a positive integer, got -5",
+        ),
+        (["search", "TEA15", "--public-only", "--filter", "colour=red"], "unknown filter 'colour'"),
+        (["search", "   ", "--public-only"], "question is empty"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(
@@ -599,7 +613,7 @@ def test_cli_bad_input_is_one_error_line(
 
 
 def test_cli_search_json_prints_an_envelope(corpus: Settings, tmp_path: Path) -> None:
-    proc = run_cli(corpus, tmp_path, "search", "TEA15", "--json")
+    proc = run_cli(corpus, tmp_path, "search", "TEA15", "--public-only", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     env = Envelope.model_validate(data)
@@ -611,7 +625,7 @@ def test_cli_search_json_prints_an_envelope(corpus: Settings, tmp_path: Path) ->
 
 
 def test_cli_search_readable_view_prints_the_budget_line(corpus: Settings, tmp_path: Path) -> None:
-    proc = run_cli(corpus, tmp_path, "search", BREWING_Q, "--budget", "120")
+    proc = run_cli(corpus, tmp_path, "search", BREWING_Q, "--public-only", "--budget", "120")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("[1] ")

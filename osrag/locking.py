@@ -1,0 +1,250 @@
+"""The reindex lock and the ingest writers' register: how writes and a reindex never interleave unseen.
+
+Both live in the alias's state index (``{alias}.state``, next to the ``hidden`` list):
+
+* ``reindex-lock`` -- created with ``op_type=create``, so of two reindexes started at the
+  same instant exactly one creates it; the other gets a 409 and stops before it has made
+  anything (no orphan index). It names its holder (a random token, pid, host, target).
+* ``writers`` -- every ingest batch registers itself here (one scripted update) *before*
+  it reads the lock, and leaves when its batch is fully written. A reindex takes the lock
+  *before* it reads the register. Both reads are real-time GETs, so for any batch either
+  the batch sees the lock (and refuses to write) or the reindex sees the batch (and
+  waits for it, then copies what it wrote). Neither can miss the other.
+
+Client-side clocks only order an ingest's chunks against a reindex on one host or
+hosts whose clocks agree within ``CLOCK_MARGIN_S``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import uuid
+from typing import Any
+
+from osrag.connection import Cluster
+from osrag.errors import ClusterError, IndexStateError
+from osrag.names import state_index, utcnow
+
+LOCK_ID = "reindex-lock"
+WRITERS_ID = "writers"
+#: Slack for clocks and for the moment between an ingest's lock check and its chunks' timestamp.
+CLOCK_MARGIN_S = 60.0
+
+#: The state index: the hidden list is a keyword list; the lock and the register are opaque objects.
+STATE_PROPERTIES: dict[str, Any] = {
+    "keys": {"type": "keyword"},
+    "lock": {"type": "object", "enabled": False},
+    "writers": {"type": "object", "enabled": False},
+}
+
+
+class LockHeld(IndexStateError):
+    """Another reindex holds the lock (``lock`` says who)."""
+
+    def __init__(self, message: str, lock: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.lock = lock
+
+
+def holder(target: str | None = None) -> dict[str, Any]:
+    """A new lock or writer record for this process."""
+    return {
+        "token": uuid.uuid4().hex,
+        "target": target,
+        "since": utcnow().isoformat(),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+    }
+
+
+def ensure_state_index(cluster: Cluster, alias: str, replicas: int = 0) -> None:
+    """Create the state index (or add the lock/register fields to one made by an older osrag)."""
+    name = state_index(alias)
+    client = cluster.client
+    if not cluster.call("check state index", client.indices.exists, index=name):
+        cluster.call(
+            "create state index",
+            client.indices.create,
+            index=name,
+            body={
+                "settings": {"number_of_shards": 1, "number_of_replicas": replicas},
+                "mappings": {"dynamic": "strict", "properties": STATE_PROPERTIES},
+            },
+            ignore=400,  # created meanwhile by a concurrent ingest or reindex
+        )
+    cluster.call(
+        "update state index mapping",
+        client.indices.put_mapping,
+        index=name,
+        body={"properties": STATE_PROPERTIES},
+    )
+
+
+def _get(cluster: Cluster, alias: str, doc_id: str) -> dict[str, Any] | None:
+    got = cluster.call(
+        f"read {doc_id}",
+        cluster.client.get,
+        index=state_index(alias),
+        id=doc_id,
+        params={"ignore": 404},
+    )
+    if not got or not got.get("found"):
+        return None
+    return dict(got["_source"])
+
+
+def read_lock(cluster: Cluster, alias: str) -> dict[str, Any] | None:
+    """The reindex lock (real time), None when no reindex holds it."""
+    doc = _get(cluster, alias, LOCK_ID)
+    return dict(doc["lock"]) if doc and doc.get("lock") else None
+
+
+def acquire(cluster: Cluster, alias: str, record: dict[str, Any]) -> None:
+    """Create the lock document; ``LockHeld`` when it exists (exactly one of two racers wins)."""
+    try:
+        cluster.call(
+            "take the reindex lock",
+            cluster.client.index,
+            index=state_index(alias),
+            id=LOCK_ID,
+            body={"lock": record},
+            op_type="create",
+            refresh=True,
+        )
+    except ClusterError as exc:
+        if getattr(exc.__cause__, "status_code", None) != 409:
+            raise
+        held = read_lock(cluster, alias) or {}
+        raise LockHeld(describe(held) if held else "another reindex holds the lock", held) from exc
+
+
+def update(cluster: Cluster, alias: str, token: str, **changes: Any) -> None:
+    """Change the held lock (e.g. name its target), only while ``token`` holds it."""
+    cluster.call(
+        "update the reindex lock",
+        cluster.client.update,
+        index=state_index(alias),
+        id=LOCK_ID,
+        body={
+            "script": {
+                "lang": "painless",
+                "source": "if (ctx._source.lock.token != params.token) { ctx.op = 'none' } "
+                "else { for (e in params.changes.entrySet()) { ctx._source.lock[e.getKey()] = e.getValue() } }",
+                "params": {"token": token, "changes": changes},
+            }
+        },
+        refresh=True,
+        retry_on_conflict=5,
+    )
+
+
+def release(cluster: Cluster, alias: str, token: str) -> bool:
+    """Delete the lock if ``token`` (still) holds it; True when this call released it."""
+    got = cluster.call(
+        "read the reindex lock",
+        cluster.client.get,
+        index=state_index(alias),
+        id=LOCK_ID,
+        params={"ignore": 404},
+    )
+    if not got or not got.get("found") or (got["_source"].get("lock") or {}).get("token") != token:
+        return False
+    try:
+        cluster.call(
+            "release the reindex lock",
+            cluster.client.delete,
+            index=state_index(alias),
+            id=LOCK_ID,
+            if_seq_no=got["_seq_no"],
+            if_primary_term=got["_primary_term"],
+            refresh=True,
+        )
+    except ClusterError as exc:
+        if getattr(exc.__cause__, "status_code", None) in (404, 409):
+            return False
+        raise
+    return True
+
+
+def describe(lock: dict[str, Any]) -> str:
+    who = f"pid {lock.get('pid')} on {lock.get('host')}" if lock.get("host") else "an unknown process"
+    into = f" into {lock['target']}" if lock.get("target") else ""
+    return f"a reindex ({who}){into} has held the lock since {lock.get('since')}"
+
+
+# ---------------------------------------------------------------- the writers' register
+def register_writer(cluster: Cluster, alias: str, record: dict[str, Any]) -> None:
+    """Enter an ingest batch in the register (before it reads the lock)."""
+    cluster.call(
+        "register ingest batch",
+        cluster.client.update,
+        index=state_index(alias),
+        id=WRITERS_ID,
+        body={
+            "script": {
+                "lang": "painless",
+                "source": "if (ctx._source.writers == null) { ctx._source.writers = [] } "
+                "ctx._source.writers.add(params.w)",
+                "params": {"w": record},
+            },
+            "upsert": {"writers": [record]},
+        },
+        refresh=True,
+        retry_on_conflict=20,
+    )
+
+
+def unregister_writer(cluster: Cluster, alias: str, token: str) -> None:
+    """Leave the register (the batch is fully written, or gave up)."""
+    cluster.call(
+        "unregister ingest batch",
+        cluster.client.update,
+        index=state_index(alias),
+        id=WRITERS_ID,
+        body={
+            "script": {
+                "lang": "painless",
+                "source": "if (ctx._source.writers != null) "
+                "{ ctx._source.writers.removeIf(w -> w.token == params.token) }",
+                "params": {"token": token},
+            }
+        },
+        refresh=True,
+        retry_on_conflict=20,
+        params={"ignore": 404},
+    )
+
+
+def writers(cluster: Cluster, alias: str) -> list[dict[str, Any]]:
+    """The ingest batches being written now (real time)."""
+    doc = _get(cluster, alias, WRITERS_ID)
+    return [dict(w) for w in (doc or {}).get("writers") or []]
+
+
+def earliest(records: list[dict[str, Any]], default: dt.datetime) -> dt.datetime:
+    """The earliest ``since`` of ``records`` (``default`` when none is earlier or readable)."""
+    out = default
+    for r in records:
+        try:
+            t = dt.datetime.fromisoformat(str(r.get("since")))
+        except ValueError:
+            continue
+        out = min(out, t)
+    return out
+
+
+__all__ = [
+    "LockHeld",
+    "acquire",
+    "describe",
+    "ensure_state_index",
+    "holder",
+    "read_lock",
+    "register_writer",
+    "release",
+    "unregister_writer",
+    "update",
+    "writers",
+]
