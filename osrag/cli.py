@@ -446,6 +446,15 @@ def status(as_json: bool) -> None:
     click.echo(
         f"cluster: OpenSearch {c['version']} at {c['url']} · {c['health']} · plugins: {', '.join(c['plugins'])}"
     )
+    caps = st["capabilities"]
+    click.echo(f"server features in use: {', '.join(caps['in_use']) or 'none'} · fusion: {caps['fusion']}")
+    for line in caps["adapted"]:
+        click.echo(f"  adapted: {line}")
+    lay = st["layout"]
+    click.echo(
+        f"shards/replicas: settings {lay['settings']['shards']}/{lay['settings']['replicas']}"
+        + (f" · index {lay['index']['shards']}/{lay['index']['replicas']}" if lay["index"] else "")
+    )
     if not st["index"]:
         click.echo(f"alias {st['alias']}: no index (run `osrag install`)")
     else:
@@ -511,15 +520,6 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     report = Ingester(s, admin=admin).ingest([path])
     say(
         f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
-    caps = st["capabilities"]
-    click.echo(f"server features in use: {', '.join(caps['in_use']) or 'none'} · fusion: {caps['fusion']}")
-    for line in caps["adapted"]:
-        click.echo(f"  adapted: {line}")
-    lay = st["layout"]
-    click.echo(
-        f"shards/replicas: settings {lay['settings']['shards']}/{lay['settings']['replicas']}"
-        + (f" · index {lay['index']['shards']}/{lay['index']['replicas']}" if lay["index"] else "")
-    )
         f"{report.chunks} chunks"
     )
     # The sample corpus is public; a demo shows what anyone may read.

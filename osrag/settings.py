@@ -194,25 +194,6 @@ class Settings(BaseSettings):
             raise ValueError("port must be within 1..65535")
         return v.strip().rstrip("/")
 
-    @field_validator("budget_tokenizer")
-    @classmethod
-    def _budget_tokenizer_exists(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        from osrag.counting import locate
-
-        locate(v)  # only finds the files (a stat, no import): loading waits for the first search
-        return v.strip()
-
-    @field_validator("chunk_min_tokens")
-    @classmethod
-    def _min_below_max(cls, v: int, info: ValidationInfo) -> int:
-        top = info.data.get("chunk_max_tokens")
-        if top is not None and v >= top:
-            raise ValueError(f"must be below OSRAG_CHUNK_MAX_TOKENS ({top})")
-        return v
-
-    @field_validator("fusion_weights")
     @field_validator("hosts")
     @classmethod
     def _hosts_are_bare_urls(cls, v: str) -> str:
@@ -232,6 +213,25 @@ class Settings(BaseSettings):
             out.append(item)
         return ",".join(out)
 
+    @field_validator("budget_tokenizer")
+    @classmethod
+    def _budget_tokenizer_exists(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        from osrag.counting import locate
+
+        locate(v)  # only finds the files (a stat, no import): loading waits for the first search
+        return v.strip()
+
+    @field_validator("chunk_min_tokens")
+    @classmethod
+    def _min_below_max(cls, v: int, info: ValidationInfo) -> int:
+        top = info.data.get("chunk_max_tokens")
+        if top is not None and v >= top:
+            raise ValueError(f"must be below OSRAG_CHUNK_MAX_TOKENS ({top})")
+        return v
+
+    @field_validator("fusion_weights")
     @classmethod
     def _weights_sum_to_one(cls, v: tuple[float, float]) -> tuple[float, float]:
         # Checked on the node: the score-ranker pipeline refuses weights [0.5, 0.6].
@@ -248,7 +248,16 @@ class Settings(BaseSettings):
             )
         if self.password is not None and not self.user:
             raise ValueError("OSRAG_PASSWORD is set but OSRAG_USER is not")
+        scheme = urlsplit(self.url).scheme
+        if any(urlsplit(h).scheme != scheme for h in self.hosts.split(",") if h):
+            raise ValueError(f"OSRAG_HOSTS must use the scheme of OSRAG_URL ({scheme}://)")
         return self
+
+    @property
+    def host_urls(self) -> list[str]:
+        """Every node the client may talk to: OSRAG_URL's (without user-info), then OSRAG_HOSTS."""
+        extra = [h for h in self.hosts.split(",") if h and h != self.bare_url]
+        return [self.bare_url, *extra]
 
     @property
     def display_url(self) -> str:
@@ -267,17 +276,8 @@ class Settings(BaseSettings):
         if self.user:
             return (self.user, self.password.get_secret_value() if self.password else "")
         parts = urlsplit(self.url)
-        scheme = urlsplit(self.url).scheme
-        if any(urlsplit(h).scheme != scheme for h in self.hosts.split(",") if h):
-            raise ValueError(f"OSRAG_HOSTS must use the scheme of OSRAG_URL ({scheme}://)")
         if parts.username is None:
             return None
-    @property
-    def host_urls(self) -> list[str]:
-        """Every node the client may talk to: OSRAG_URL's (without user-info), then OSRAG_HOSTS."""
-        extra = [h for h in self.hosts.split(",") if h and h != self.bare_url]
-        return [self.bare_url, *extra]
-
         return (unquote(parts.username), unquote(parts.password or ""))
 
     @property
@@ -309,6 +309,7 @@ _SECRET_FIELDS = frozenset({"password"})
 #: Ranges that are more than one field's own bounds (cross-field or structured values).
 _ALLOWED_TEXT = {
     "url": "http(s)://[user:password@]host[:port]",
+    "hosts": "comma-separated http(s)://host[:port], no credentials",
     "fusion_weights": "[bm25, knn], each 0 <= value <= 1, summing to 1",
     "chunk_min_tokens": "0 <= value < OSRAG_CHUNK_MAX_TOKENS",
 }
@@ -328,7 +329,6 @@ _SHORT_MSG = {
 def _allowed(name: str) -> str:
     """The allowed range of a field, read from its own declaration (one place)."""
     if name in _ALLOWED_TEXT:
-    "hosts": "comma-separated http(s)://host[:port], no credentials",
         return _ALLOWED_TEXT[name]
     field = Settings.model_fields.get(name)
     if field is None:
@@ -376,6 +376,8 @@ def _shown(name: str, value: object) -> str:
         return "***"
     if name == "url" and isinstance(value, str):
         return repr(redact_url(value))
+    if name == "hosts" and isinstance(value, str):
+        return repr(",".join(redact_url(h) for h in value.split(",")))
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, (list, tuple)):
@@ -395,8 +397,6 @@ def settings_error(exc: ValidationError) -> InvalidSetting:
     name = str(loc[0])
     var = ENV_PREFIX + name.upper()
     raw = os.environ.get(var)
-    if name == "hosts" and isinstance(value, str):
-        return repr(",".join(redact_url(h) for h in value.split(",")))
     value = _shown(name, raw if raw is not None else first.get("input"))
     allowed = _allowed(name)
     line = f"invalid setting {var}={value}: {msg}"
