@@ -230,7 +230,11 @@ class Admin:
     def current_index(self) -> str | None:
         """The concrete index the alias points to (None when there is no alias)."""
         client = self.cluster.client
-        got = self.cluster.call("get alias", client.indices.get_alias, name=self.alias, ignore=404)
+        # Scoped to the alias (GET /{alias}/_alias/{alias}), not all indices: a role with
+        # rights on this alias's names only (osrag.roles) may ask it on a secured cluster.
+        got = self.cluster.call(
+            "get alias", client.indices.get_alias, index=self.alias, name=self.alias, ignore=404
+        )
         names = [k for k in (got or {}) if k not in ("error", "status")]
         if len(names) > 1:
             raise IndexStateError(

@@ -155,10 +155,48 @@ def dev_start_node(n: int, version: str | None, nodes: int, as_json: bool) -> No
     default=None,
     help="Model for a newly created index (default: OSRAG_EMBEDDING_MODEL).",
 )
-def install(check: bool, embedding_model: str | None) -> None:
-    """Install index templates and search pipelines; create the first index and alias."""
-    from osrag.admin import Admin
+@click.option(
+    "--roles",
+    is_flag=True,
+    help="Also create the alias's least-privilege roles (reader, writer, admin) via the security API.",
+)
+@click.option(
+    "--dls-groups",
+    default=None,
+    metavar="G1,G2",
+    help="With --roles: one document-level-security role per ACL group (public + that group's chunks).",
+)
+@click.option(
+    "--dls-groups-from-index",
+    is_flag=True,
+    help="With --roles: a DLS role for every ACL group the alias's chunks name.",
+)
+@click.option(
+    "--map-user",
+    "map_users",
+    multiple=True,
+    metavar="ROLE=USER",
+    help="With --roles: map USER to ROLE (reader, writer, admin, dls:GROUP or a full role name).",
+)
+def install(
+    check: bool,
+    embedding_model: str | None,
+    roles: bool,
+    dls_groups: str | None,
+    dls_groups_from_index: bool,
+    map_users: tuple[str, ...],
+) -> None:
+    """Install index templates and search pipelines; create the first index and alias.
 
+    With --roles (run as a user allowed to use the security REST API) also the roles of
+    the alias; see osrag.roles for what each may do.
+    """
+    from osrag.admin import Admin
+    from osrag.roles import parse_groups
+
+    if not roles and (dls_groups or dls_groups_from_index or map_users):
+        raise click.UsageError("--dls-groups, --dls-groups-from-index and --map-user go with --roles")
+    groups = parse_groups(dls_groups)
     s = _settings()
     if embedding_model:
         s = s.model_copy(update={"embedding_model": embedding_model})
@@ -175,6 +213,16 @@ def install(check: bool, embedding_model: str | None) -> None:
     if result["created_index"]:
         click.echo(f"created index {result['created_index']} behind alias {s.alias}")
     click.echo(f"installed templates and pipelines for {s.alias} -> {result['index']}")
+    if roles:
+        from osrag.roles import install_roles
+
+        report = install_roles(admin.cluster, s.alias, groups, dls_groups_from_index, map_users)
+        for name, outcome in report.roles.items():
+            click.echo(f"role {name}: {outcome}")
+        for role, user in report.mapped:
+            click.echo(f"mapped user {user} to role {role}")
+        if dls_groups_from_index and not report.groups:
+            click.echo(f"no ACL groups in {s.alias}: no DLS roles")
 
 
 @cli.command()

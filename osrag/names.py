@@ -9,6 +9,7 @@ no client, no I/O.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 #: Fusion variant -> the file name (and name suffix) of its search pipeline.
@@ -29,6 +30,12 @@ def template_name(alias: str) -> str:
 
 def state_index(alias: str) -> str:
     return f"{alias}.state"
+
+
+def index_regex(alias: str) -> str:
+    """The names ``Admin.create_index`` gives the alias's indices (``{alias}-{fingerprint}-{timestamp}``),
+    as an unanchored regex: ``{alias}-*`` would also match an alias that extends this one."""
+    return rf"{re.escape(alias)}-[0-9a-f]{{10}}-[0-9]{{17}}"
 
 
 def visibility_filter(alias: str) -> dict[str, Any]:
