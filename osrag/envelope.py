@@ -110,6 +110,8 @@ class Envelope(BaseModel):
     candidates: int = 0
     reserved_slot_used: str | None = None
     fusion: str = "rrf"
+    # The selection policy that ran: "recall" (the default, recall-safe) or "minimal" (leaner).
+    selection: Literal["recall", "minimal"] = "recall"
     rerank: RerankInfo = Field(default_factory=RerankInfo)
     filters: dict[str, object] = Field(default_factory=dict)
     #: Whom the answer was filtered for (``Principal.describe``): groups, tenant, public_only, all_access.
@@ -137,7 +139,7 @@ def render_text(env: Envelope) -> str:
     counted = f" ({env.tokenizer.name})" if env.tokenizer else ""
     lines.append(
         f"budget: {env.spent_tokens}/{env.budget_tokens} tokens{counted} · {env.status} · {len(env.passages)} passage(s) "
-        f"from {env.candidates} candidate(s) · fusion {env.fusion} · rerank "
+        f"from {env.candidates} candidate(s) · {env.selection} selection · fusion {env.fusion} · rerank "
         f"{'on' if env.rerank.used else 'off'}{f' ({env.rerank.note})' if env.rerank.note else ''}"
     )
     if env.left_out:

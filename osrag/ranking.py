@@ -13,7 +13,8 @@ from typing import Any
 
 from osrag.budget import Candidate, Selection, SelectionConfig, select
 from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores, location_fields
-from osrag.gate import evidence_order, relevant_ids
+from osrag.errors import InputError
+from osrag.gate import POLICIES, Gate, evidence_order, latin_codes, relevant_ids
 from osrag.names import age_seconds
 from osrag.query import Hit
 from osrag.settings import Settings
@@ -65,6 +66,7 @@ def rank_and_select(
     use_stored_counts: bool = True,
     rerank: RerankInfo | None = None,
     selection: SelectionConfig | None = None,
+    policy: str | None = None,
     filters: Mapping[str, Any] | None = None,
     notes: Sequence[str] = (),
     timings: Mapping[str, float] | None = None,
@@ -72,14 +74,19 @@ def rank_and_select(
     """The minimal material sufficient to answer ``question`` within ``budget``, or say so.
 
     ``hits`` are in the final order when ``rerank.used``; otherwise in fused order, and
-    (with ``settings.evidence_order``) reordered by evidence here. Each hit must already
+    reordered by evidence here under the ``minimal`` policy (best evidence first, then the
+    relative cut) or, under ``recall``, only with ``settings.evidence_order``. Each hit must already
     carry the gate's coverage/cosine/identifier scores (``gate.annotate``). A chunk's cost is
     the count the index stored in its model's own tokenizer (``use_stored_counts``), else
     ``count_tokens`` of its text (a caller's own tokenizer, or a chunk without a count).
+    ``policy`` (default ``settings.selection``) is how the gate keeps candidates: ``recall``
+    or ``minimal`` (see ``gate.relevant_ids``); the envelope names it.
     """
+    policy = settings.selection if policy is None else policy
+    gate = gate_of(settings, policy)
     info = rerank or RerankInfo()
     ordered = list(hits)
-    if not info.used and settings.evidence_order:
+    if not info.used and (policy == "minimal" or settings.evidence_order):
         ordered = evidence_order(ordered)
 
     def cost(src: Mapping[str, Any]) -> int:
@@ -88,13 +95,7 @@ def rank_and_select(
             return stored
         return int(count_tokens(src.get("text", "")))
 
-    keep = relevant_ids(
-        ordered,
-        settings.gate_min_coverage,
-        settings.gate_min_cosine,
-        settings.gate_relative_coverage,
-        settings.gate_relative_cosine,
-    )
+    keep = relevant_ids(ordered, gate, latin_codes(question))
     cands = [
         Candidate(
             chunk_id=h.chunk_id,
@@ -147,11 +148,27 @@ def rank_and_select(
         candidates=len(ordered),
         reserved_slot_used=sel.reserved_used,
         fusion=settings.fusion,
+        selection=policy,
         rerank=info,
         filters=dict(filters or {}),
         freshness=fresh,
         timings_ms={k: round(v, 2) for k, v in (timings or {}).items()},
         notes=list(notes),
+    )
+
+
+def gate_of(settings: Settings, policy: str) -> Gate:
+    """The relevance gate's thresholds from the settings, for one selection policy."""
+    if policy not in POLICIES:
+        raise InputError(f"unknown selection policy {policy!r}; known: {', '.join(POLICIES)}")
+    return Gate(
+        min_coverage=settings.gate_min_coverage,
+        min_cosine=settings.gate_min_cosine,
+        keep_coverage=settings.gate_keep_coverage,
+        keep_cosine=settings.gate_keep_cosine,
+        relative_coverage=settings.gate_relative_coverage,
+        relative_cosine=settings.gate_relative_cosine,
+        policy=policy,
     )
 
 

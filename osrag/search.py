@@ -205,11 +205,15 @@ class SearchClient:
         depth: int | None = None,
         rerank: bool | None = None,
         tokenizer: Any | None = None,
-        selection: SelectionConfig | None = None,
+        selection: str | None = None,
+        selection_config: SelectionConfig | None = None,
         principal: Principal | None = None,
     ) -> Envelope:
         """The minimal material sufficient to answer ``question`` within the budget, or say so,
-        from what ``principal`` may see (the envelope's ``access`` says whom it was filtered for)."""
+        from what ``principal`` may see (the envelope's ``access`` says whom it was filtered for).
+
+        ``selection`` is the policy, ``"recall"`` or ``"minimal"`` (default: ``OSRAG_SELECTION``);
+        ``selection_config`` overrides the budget walk's knobs (dedup, reserved slot)."""
         t_start = time.perf_counter()
         who = self.principal_for(principal)
         budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
@@ -221,7 +225,7 @@ class SearchClient:
         timings = dict(ret.timings_ms)
         notes: list[str] = list(ret.notes)
         emb = self.embedder()
-        gate.annotate(question, ret.vector, ret.hits)
+        self._annotate(question, ret, timings)
         use_rerank = self.s.rerank if rerank is None else rerank
         ordered, info = self._rerank(question, ret.hits, use_rerank, notes, timings)
         t0 = time.perf_counter()
@@ -234,7 +238,8 @@ class SearchClient:
             count_tokens=tokenizer or emb.count_tokens,
             use_stored_counts=tokenizer is None,
             rerank=info,
-            selection=selection,
+            selection=selection_config,
+            policy=selection,
             filters=parsed_filters,
             notes=notes,
         )
@@ -243,6 +248,21 @@ class SearchClient:
         env.timings_ms = {k: round(v, 2) for k, v in timings.items()}
         env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
         return env
+
+    def _annotate(self, question: str, ret: Retrieval, timings: dict[str, float]) -> None:
+        """The gate's evidence on each hit, from the index's own analysis (one ``_mtermvectors``)."""
+        if not ret.hits:
+            return
+        texts = [h.source.get("text", "") for h in ret.hits]
+        t0 = time.perf_counter()
+        resp = self.cluster.call(
+            "term vectors",
+            self.cluster.client.mtermvectors,
+            index=ret.index,
+            body=gate.termvectors_body(question, texts),
+        )
+        gate.annotate(question, gate.parse_termvectors(resp, len(texts)), ret.vector, ret.hits)
+        timings["analyze"] = (time.perf_counter() - t0) * 1000
 
     def _rerank(
         self, question: str, hits: list[Hit], use: bool, notes: list[str], timings: dict[str, float]

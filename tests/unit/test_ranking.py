@@ -9,12 +9,23 @@ from typing import Any
 import pytest
 
 from osrag import gate
+from osrag.envelope import render_text
+from osrag.errors import InputError
 from osrag.names import age_seconds
 from osrag.query import Hit
 from osrag.ranking import freshness, passage, rank_and_select
 from osrag.settings import Settings
 
-S = Settings(url="http://127.0.0.1:9", alias="unit", _env_file=None)
+# Thresholds pinned here: these tests are about the logic, not the calibrated defaults.
+S = Settings(
+    url="http://127.0.0.1:9",
+    alias="unit",
+    gate_min_coverage=0.5,
+    gate_min_cosine=0.65,
+    gate_keep_coverage=0.2,
+    gate_keep_cosine=0.4,
+    _env_file=None,
+)
 FRESH = freshness("unit", "unit-0123456789-20260101000000000", {"embedding_model": "m", "dimension": 3})
 
 
@@ -23,7 +34,22 @@ def unit(*xs: float) -> list[float]:
     return [x / n for x in xs]
 
 
-def hit(cid: str, text: str, tokens: int, vec: list[float], rank: int, **src: Any) -> Hit:
+#: What the index's analyzers would make of the question and the texts below (hand-made:
+#: ``ru_search`` terms of the question with IDF weights, ``ru_index`` terms of each chunk).
+QUESTION_TERMS = {"срок": 1.0, "доставк": 1.0, "курьер": 1.0, "москв": 1.0}
+TEXT_TERMS: dict[str, frozenset[str]] = {}
+
+
+def hit(
+    cid: str,
+    text: str,
+    tokens: int,
+    vec: list[float],
+    rank: int,
+    terms: frozenset[str] = frozenset(),
+    **src: Any,
+) -> Hit:
+    TEXT_TERMS[cid] = terms
     source = {
         "chunk_id": cid,
         "doc_id": cid.split("#")[0],
@@ -40,7 +66,8 @@ def hit(cid: str, text: str, tokens: int, vec: list[float], rank: int, **src: An
 
 
 def run(question: str, hits: list[Hit], budget: int, qvec: list[float] | None = None, **kw: Any) -> Any:
-    gate.annotate(question, qvec, hits)
+    analysis = gate.Analysis(QUESTION_TERMS, tuple(TEXT_TERMS[h.chunk_id] for h in hits))
+    gate.annotate(question, analysis, qvec, hits)
     return rank_and_select(
         question, hits, budget=budget, settings=S, fresh=FRESH, count_tokens=lambda t: len(t.split()), **kw
     )
@@ -48,10 +75,24 @@ def run(question: str, hits: list[Hit], budget: int, qvec: list[float] | None = 
 
 QUESTION = "сроки доставки курьером по Москве"
 ON = [
-    hit("a#1", "Сроки доставки курьером по Москве: один день.", 40, unit(1, 0, 0), 1),
-    hit("b#1", "Доставка курьером по Москве занимает сутки, сроки указаны в заказе.", 50, unit(0, 1, 0), 2),
+    hit(
+        "a#1",
+        "Сроки доставки курьером по Москве: один день.",
+        40,
+        unit(1, 0, 0),
+        1,
+        frozenset(QUESTION_TERMS),
+    ),
+    hit(
+        "b#1",
+        "Доставка курьером по Москве занимает сутки, сроки указаны в заказе.",
+        50,
+        unit(0, 1, 0),
+        2,
+        frozenset({*QUESTION_TERMS, "заказ", "сутк"}),
+    ),
 ]
-OFF = hit("z#1", "Рецепт яблочного пирога с корицей.", 30, unit(0, 0, 1), 3)
+OFF = hit("z#1", "Рецепт яблочного пирога с корицей.", 30, unit(0, 0, 1), 3, frozenset({"рецепт", "пирог"}))
 
 
 def fresh_hits() -> list[Hit]:
@@ -101,7 +142,7 @@ def test_off_topic_only_and_no_candidates_are_nothing_relevant() -> None:
 
 def test_a_near_copy_is_dropped_as_a_duplicate_of_the_better_ranked_one() -> None:
     hits = fresh_hits()[:2]
-    copy = hit("c#1", ON[0].source["text"], 40, unit(1, 0, 0), 3)
+    copy = hit("c#1", ON[0].source["text"], 40, unit(1, 0, 0), 3, frozenset(QUESTION_TERMS))
     env = run(QUESTION, [*hits, copy], budget=1000)
     assert [p.chunk_id for p in env.passages] == ["a#1", "b#1"]
     assert env.duplicates_dropped == 1
@@ -137,3 +178,17 @@ def test_the_passage_mapping_and_freshness() -> None:
     assert age_seconds("2026-01-01T00:00:00+00:00", now) == 86400.0
     assert age_seconds("not a date") is None and age_seconds(None) is None
     assert FRESH.age_seconds is None and FRESH.embedding_model == "m"
+
+
+def test_the_envelope_names_the_policy_and_minimal_drops_weaker_evidence() -> None:
+    weak = hit("w#1", "Курьер приезжает по будням.", 20, unit(0, 0.6, 0.8), 3, frozenset({"курьер"}))
+    hits = [*fresh_hits()[:2], weak]
+    recall = run(QUESTION, hits, budget=1000)
+    assert recall.selection == S.selection == "recall"
+    assert [p.chunk_id for p in recall.passages] == ["a#1", "b#1", "w#1"]  # 0.25 coverage >= keep 0.2
+    minimal = run(QUESTION, [*fresh_hits()[:2], weak], budget=1000, policy="minimal")
+    assert minimal.selection == "minimal"
+    assert [p.chunk_id for p in minimal.passages] == ["a#1", "b#1"]
+    assert "minimal selection" in render_text(minimal)
+    with pytest.raises(InputError, match="unknown selection policy 'lean'"):
+        run(QUESTION, fresh_hits(), budget=1000, policy="lean")

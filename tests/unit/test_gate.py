@@ -1,0 +1,149 @@
+"""The relevance gate (``osrag.gate``): the term-vector request and its reading, IDF-weighted
+coverage, identifier matches, and the two selection policies -- hand-made responses and hits."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from osrag import gate
+from osrag.gate import Analysis, Gate, evidence_order, idf, parse_termvectors, relevant_ids, term_coverage
+from osrag.query import Hit
+
+
+def tv(terms: dict[str, int] | list[str], doc_count: int | None = None) -> dict[str, Any]:
+    """One document of an ``_mtermvectors`` response (doc_freq per term when ``doc_count`` is given)."""
+    if doc_count is None:
+        body: dict[str, Any] = {"terms": {t: {"term_freq": 1} for t in terms}}
+    else:
+        assert isinstance(terms, dict)
+        body = {
+            "field_statistics": {"doc_count": doc_count, "sum_doc_freq": 1, "sum_ttf": 1},
+            "terms": {t: {"doc_freq": df, "ttf": df, "term_freq": 1} for t, df in terms.items()},
+        }
+    return {"_index": "i", "found": True, "term_vectors": {"text": body}}
+
+
+def hit(cid: str, rank: int, embedding: list[float] | None = None) -> Hit:
+    src: dict[str, Any] = {"chunk_id": cid, "text": f"text of {cid}"}
+    if embedding is not None:
+        src["embedding"] = embedding
+    return Hit(chunk_id=cid, source=src, fused=1.0 / rank, rank=rank)
+
+
+def test_the_request_asks_the_question_through_ru_search_with_statistics_and_the_texts_plain() -> None:
+    body = gate.termvectors_body("гарантия на TEA15?", ["первый текст", "второй"])
+    q, *docs = body["docs"]
+    assert q["doc"] == {"text": "гарантия на TEA15?"}
+    assert q["per_field_analyzer"] == {"text": "ru_search"}
+    assert q["term_statistics"] is True and q["field_statistics"] is True
+    assert [d["doc"]["text"] for d in docs] == ["первый текст", "второй"]
+    for d in body["docs"]:
+        assert d["fields"] == ["text"] and d["positions"] is False and d["offsets"] is False
+    for d in docs:
+        assert d["term_statistics"] is False and "per_field_analyzer" not in d
+
+
+def test_idf_is_bm25s_rare_terms_weigh_more_and_it_never_reaches_zero() -> None:
+    assert idf(1, 100) > idf(10, 100) > idf(100, 100) > 0
+    assert idf(0, 100) == pytest.approx(math.log(1 + 100.5 / 0.5))
+
+
+def test_parse_reads_idf_weights_and_each_texts_terms() -> None:
+    resp = {"docs": [tv({"гарант": 2, "tea15": 1, "лампа": 50}, doc_count=100), tv(["гарант", "x"]), tv([])]}
+    a = parse_termvectors(resp, 2)
+    assert set(a.weights) == {"гарант", "tea15", "лампа"} and a.doc_count == 100
+    assert a.weights["tea15"] == pytest.approx(idf(1, 100))
+    assert a.weights["tea15"] > a.weights["гарант"] > a.weights["лампа"]
+    assert a.texts == (frozenset({"гарант", "x"}), frozenset())
+    with pytest.raises(ValueError, match="3 documents were asked, 2 came back"):
+        parse_termvectors({"docs": resp["docs"][:2]}, 2)
+
+
+def test_a_question_of_stop_words_only_has_no_terms_and_no_coverage() -> None:
+    resp = {"docs": [{"term_vectors": {}}, tv(["что"])]}
+    a = parse_termvectors(resp, 1)
+    assert a.weights == {} and term_coverage(a.weights, a.texts[0]) == 0.0
+
+
+def test_coverage_is_idf_weighted_so_a_rare_term_counts_more_than_a_common_one() -> None:
+    w = {"rare": 3.0, "common": 1.0}
+    assert term_coverage(w, frozenset({"rare"})) == pytest.approx(0.75)
+    assert term_coverage(w, frozenset({"common", "other"})) == pytest.approx(0.25)
+    assert term_coverage(w, frozenset({"rare", "common"})) == 1.0
+    assert term_coverage(w, frozenset()) == 0.0
+
+
+def test_annotate_fills_coverage_cosine_identifier_and_relevance() -> None:
+    hits = [hit("a", 1, [1.0, 0.0]), hit("b", 2, [0.0, 1.0]), hit("c", 3)]
+    a = Analysis(
+        weights={"гарант": 1.0, "tea15": 1.0},
+        texts=(frozenset({"гарант"}), frozenset({"tea15", "гарант"}), frozenset({"tea10"})),
+    )
+    gate.annotate("гарантия на TEA15", a, [0.6, 0.8], hits)
+    assert [h.coverage for h in hits] == [0.5, 1.0, 0.0]
+    assert [round(h.cosine, 3) for h in hits] == [0.6, 0.8, 0.0]
+    assert [h.ident_match for h in hits] == [False, True, False]  # TEA10 is not TEA15
+    assert [h.relevance for h in hits] == pytest.approx([0.6, 1.0, 0.0])
+    with pytest.raises(ValueError, match="2 analyzed texts for 3 hits"):
+        gate.annotate("q", Analysis({}, a.texts[:2]), None, hits)
+
+
+def _annotated(*evidence: tuple[float, float, bool]) -> list[Hit]:
+    hits = []
+    for i, (cov, cos, ident) in enumerate(evidence, start=1):
+        h = hit(f"h{i}", i)
+        h.coverage, h.cosine, h.ident_match = cov, cos, ident
+        hits.append(h)
+    return hits
+
+
+GATE = dict(min_coverage=0.5, min_cosine=0.65, keep_coverage=0.2, keep_cosine=0.4)
+
+
+def test_nothing_passes_the_absolute_gate_is_nothing_relevant_under_both_policies() -> None:
+    hits = _annotated((0.4, 0.6, False), (0.3, 0.1, False))
+    for policy in ("recall", "minimal"):
+        assert relevant_ids(hits, Gate(**GATE, relative_coverage=0.6, policy=policy)) == set()
+
+
+def test_an_identifier_alone_passes_the_gate() -> None:
+    hits = _annotated((0.1, 0.1, True), (0.0, 0.0, False))
+    assert relevant_ids(hits, Gate(**GATE)) == {"h1"}
+
+
+def test_recall_keeps_weaker_evidence_once_something_is_relevant_and_drops_what_shares_nothing() -> None:
+    hits = _annotated((0.9, 0.7, False), (0.25, 0.1, False), (0.0, 0.45, False), (0.1, 0.2, False))
+    assert relevant_ids(hits, Gate(**GATE, policy="recall")) == {"h1", "h2", "h3"}
+
+
+def test_minimal_keeps_only_what_is_close_to_the_best_evidence() -> None:
+    hits = _annotated((1.0, 0.7, False), (0.55, 0.5, False), (0.8, 0.3, False), (0.1, 0.1, True))
+    g = Gate(**GATE, relative_coverage=0.6, relative_cosine=0.95, policy="minimal")
+    # h2 passes the absolute gate but covers less than 0.6 of the best; h4 names the code.
+    assert relevant_ids(hits, g) == {"h1", "h3", "h4"}
+
+
+def test_an_unknown_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown selection policy 'lean'"):
+        Gate(min_coverage=0.5, min_cosine=0.6, policy="lean")
+
+
+def test_evidence_order_puts_the_evident_answer_first_and_keeps_fused_order_on_ties() -> None:
+    hits = _annotated((0.2, 0.3, False), (1.0, 0.5, False), (0.2, 0.3, False), (0.0, 0.1, True))
+    assert [h.chunk_id for h in evidence_order(hits)] == ["h2", "h1", "h4", "h3"]
+
+
+def test_latin_codes_are_the_codes_that_never_decline() -> None:
+    assert gate.latin_codes("сколько стоит матча TEA-MATCHA-30 и v2.3.1") == ["tea-matcha-30", "v2.3.1"]
+    assert gate.latin_codes("кто сделал 2-ярдовый тачдаун") == []  # a Russian word form, not a code
+
+
+def test_a_named_code_no_candidate_holds_is_nothing_relevant_even_with_close_embeddings() -> None:
+    hits = _annotated((0.3, 0.9, False), (0.6, 0.7, False))
+    assert relevant_ids(hits, Gate(**GATE), codes=["tea-matcha-30"]) == set()
+    assert relevant_ids(hits, Gate(**GATE), codes=[]) == {"h1", "h2"}
+    hits[1].ident_match = True  # one candidate holds the code: the gate decides as usual
+    assert relevant_ids(hits, Gate(**GATE), codes=["tea-matcha-30"]) == {"h1", "h2"}
