@@ -91,12 +91,14 @@ _WRITE_STATE = (
 
 #: Templates and search pipelines are cluster-level objects; the security plugin cannot scope
 #: them by name, so the admin role may change any template or pipeline (its index rights stay
-#: this alias's). ``_reindex`` and ``cat plugins``/``nodes`` (status) are cluster-level too.
+#: this alias's). ``_reindex`` (and its scroll) and ``cat plugins``/``nodes`` (status) are
+#: cluster-level too.
 _ADMIN_CLUSTER = (
     "cluster:admin/component_template/*",
     "indices:admin/index_template/*",
     "cluster:admin/search/pipeline/*",
     "indices:data/write/reindex",
+    "indices:data/read/scroll*",  # _reindex reads the source by scroll (scroll, scroll/clear)
     "cluster:monitor/*",
 )
 

@@ -262,6 +262,26 @@ def test_alias_admin_installs_and_cannot_touch_another_index(world: World) -> No
     assert make_client(world.superuser).indices.exists(index=world.other)
 
 
+def test_alias_admin_reindexes_and_the_roles_follow_the_new_index(world: World) -> None:
+    """The roles name the alias's indices by pattern, so a reindex keeps every role working."""
+    from osrag.reindex import Reindexer
+
+    rx = Reindexer(world.users["admin"])
+    before = Admin(world.superuser).current_index()
+    plan = rx.run()
+    print(f"alias admin reindex: {before} -> {plan.target} ({plan.method})")
+    assert plan.target and plan.target != before
+    assert Admin(world.superuser).current_index() == plan.target
+    assert rx.counts(plan.target) == rx.counts(before)
+    dropped = rx.cleanup(keep=0)
+    print(f"alias admin cleanup: {dropped}")
+    assert dropped == [before]
+    got = SearchClient(world.users["reader"]).retrieve(QUESTION, mode="bm25", principal=ALL)
+    assert got.index == plan.target and {"b1", "a1", "pub1"} <= docs_of(got.hits)
+    got = SearchClient(world.users["dlsA"]).retrieve(QUESTION, mode="bm25", principal=ALL)
+    assert got.index == plan.target and "a1" in docs_of(got.hits) and not docs_of(got.hits) & {"b1", "b2"}
+
+
 # ----------------------------------------------------------------------------- document-level security
 @pytest.mark.parametrize("mode", HEADS)
 def test_dls_hides_other_groups_even_from_the_bypass(world: World, mode: str) -> None:
