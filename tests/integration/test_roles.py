@@ -244,10 +244,19 @@ def test_writer_ingests(world: World, tmp_path: Path) -> None:
     assert "w1" in docs_of(got.hits)
 
 
-def test_writer_cannot_install_templates(world: World) -> None:
+def test_writer_cannot_install_templates_nor_drop_or_create_indices(world: World) -> None:
+    from opensearchpy.exceptions import AuthorizationException
+
     with pytest.raises(ClusterError) as err:
         Admin(world.users["writer"]).install(create_index=False)
     assert "403" in str(err.value)
+    client = make_client(world.users["writer"])
+    live = Admin(world.superuser).current_index()
+    with pytest.raises(AuthorizationException):
+        client.indices.delete(index=live)
+    with pytest.raises(AuthorizationException):
+        client.indices.create(index=f"{world.alias}-0123456789-20260101000000000")
+    assert make_client(world.superuser).indices.exists(index=live)
 
 
 # ----------------------------------------------------------------------------- the alias admin

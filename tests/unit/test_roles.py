@@ -144,3 +144,14 @@ def test_parse_mapping() -> None:
     ]:
         with pytest.raises(InputError, match=needle):
             parse_mapping(bad, ALIAS, known)
+
+
+def test_cli_role_options_need_roles() -> None:
+    from click.testing import CliRunner
+
+    from osrag.cli import cli
+
+    res = CliRunner().invoke(cli, ["install", "--dls-groups", "groupA"])
+    assert res.exit_code == 2 and "go with --roles" in res.output
+    res = CliRunner().invoke(cli, ["install", "--roles", "--dls-groups", "groupA,,x"])
+    assert isinstance(res.exception, InputError) and "empty group name" in str(res.exception)
