@@ -196,6 +196,8 @@ def install(
 
     if not roles and (dls_groups or dls_groups_from_index or map_users):
         raise click.UsageError("--dls-groups, --dls-groups-from-index and --map-user go with --roles")
+    if roles and check:
+        raise click.UsageError("--check only reports drift; it does not take --roles")
     groups = parse_groups(dls_groups)
     s = _settings()
     if embedding_model:

@@ -153,5 +153,7 @@ def test_cli_role_options_need_roles() -> None:
 
     res = CliRunner().invoke(cli, ["install", "--dls-groups", "groupA"])
     assert res.exit_code == 2 and "go with --roles" in res.output
+    res = CliRunner().invoke(cli, ["install", "--check", "--roles"])
+    assert res.exit_code == 2 and "does not take --roles" in res.output
     res = CliRunner().invoke(cli, ["install", "--roles", "--dls-groups", "groupA,,x"])
     assert isinstance(res.exception, InputError) and "empty group name" in str(res.exception)
