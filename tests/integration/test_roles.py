@@ -400,3 +400,14 @@ def test_cli_bad_map_user_is_one_line_and_writes_nothing(world: World, tmp_path:
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--map-user 'superuser=alice'" in lines[0], proc.stderr
+
+
+def test_roles_on_a_cluster_without_the_security_plugin_is_one_line(opensearch_url: str) -> None:
+    """The plain session node (no security plugin): the first role names itself and the cause."""
+    plain = Settings(url=opensearch_url, _env_file=None)
+    with pytest.raises(ClusterError) as err:
+        install_roles(Cluster(plain), "t-roles-nosec")
+    assert str(err.value) == (
+        "role t-roles-nosec-reader: 400 the cluster has no security REST API "
+        "(is the opensearch-security plugin installed?)"
+    )
