@@ -136,11 +136,11 @@ def render_text(env: Envelope) -> str:
         body = p.text.strip()
         lines.extend("    " + ln for ln in body.splitlines())
         lines.append("")
-    counted = f" ({env.tokenizer.name})" if env.tokenizer else ""
+    counted = f" · counted by {env.tokenizer.name}" if env.tokenizer else ""
     lines.append(
-        f"budget: {env.spent_tokens}/{env.budget_tokens} tokens{counted} · {env.status} · {len(env.passages)} passage(s) "
+        f"budget: {env.spent_tokens}/{env.budget_tokens} tokens · {env.status} · {len(env.passages)} passage(s) "
         f"from {env.candidates} candidate(s) · {env.selection} selection · fusion {env.fusion} · rerank "
-        f"{'on' if env.rerank.used else 'off'}{f' ({env.rerank.note})' if env.rerank.note else ''}"
+        f"{'on' if env.rerank.used else 'off'}{f' ({env.rerank.note})' if env.rerank.note else ''}{counted}"
     )
     if env.left_out:
         lines.append(
