@@ -255,19 +255,36 @@ def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
 @click.option(
     "--strategy", type=click.Choice(["markdown", "text", "fixed"]), default="markdown", show_default=True
 )
+@click.option(
+    "--collection",
+    default=None,
+    help="Collection name: doc ids are COLLECTION/relative/path (default: each root folder's own name).",
+)
+@click.option(
+    "--replace", is_flag=True, help="Replace documents whose id is taken by a document from another source."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def ingest(paths: tuple[str, ...], strategy: str, as_json: bool) -> None:
+def ingest(
+    paths: tuple[str, ...], strategy: str, collection: str | None, replace: bool, as_json: bool
+) -> None:
     """Chunk, embed and index files or directories (.md, .txt; .pdf, .docx, .html, .pptx are
-    converted to Markdown first)."""
+    converted to Markdown first). A document without a front-matter doc_id gets
+    ``{collection}/{path relative to its root}``."""
+    from osrag.errors import WritesRefused
     from osrag.indexing import Ingester, find_files
     from osrag.progress import Progress
 
     s = _settings()
     total = sum(1 for _ in find_files(paths))
-    with Progress("doc", total=total, quiet=as_json) as bar:
-        report = Ingester(s, strategy=strategy).ingest(
-            paths, progress=lambda path, outcome: bar.advance(outcome)
-        )
+    try:
+        with Progress("doc", total=total, quiet=as_json) as bar:
+            report = Ingester(s, strategy=strategy, replace=replace).ingest(
+                paths, progress=lambda path, outcome: bar.advance(outcome), collection=collection
+            )
+    except WritesRefused as exc:  # a reindex started meanwhile: say exactly what was not written
+        for path in exc.not_written:
+            click.echo(f"not written: {path}", err=True)
+        raise
     if as_json:
         _echo_json(report.as_dict())
     else:
