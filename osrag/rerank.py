@@ -168,6 +168,8 @@ def _torch_model(name: str, device: str) -> _Loaded:
     dev = next(hf.parameters()).device
 
     def run(batch: dict[str, np.ndarray]) -> np.ndarray:
+        if hf.training:  # someone switched dropout on (a fine-tune, an exporter): scores would be random
+            hf.eval()
         with torch.inference_mode():
             out = hf(**{k: torch.from_numpy(v).to(dev) for k, v in batch.items()})
         return out.logits.float().cpu().numpy()
@@ -221,6 +223,7 @@ def export_onnx(name: str, target: Path, device: str = "cpu") -> Path:
             def forward(self, *inputs: Any) -> Any:
                 return self.hf(**dict(zip(names, inputs))).logits
 
+        wrap = _Wrap().eval()  # a new module is in training mode; see below
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp", dir=target.parent))
         try:
@@ -233,9 +236,13 @@ def export_onnx(name: str, target: Path, device: str = "cpu") -> Path:
             with warnings.catch_warnings():  # tracer notes on branches that are constant for an encoder
                 warnings.simplefilter("ignore")
                 try:  # the TorchScript exporter: no extra dependency, dynamic batch and sequence axes
-                    torch.onnx.export(_Wrap(), args, str(tmp / "model.onnx"), dynamo=False, **kwargs)
+                    torch.onnx.export(wrap, args, str(tmp / "model.onnx"), dynamo=False, **kwargs)
                 except TypeError:  # torch before the dynamo switch
-                    torch.onnx.export(_Wrap(), args, str(tmp / "model.onnx"), **kwargs)
+                    torch.onnx.export(wrap, args, str(tmp / "model.onnx"), **kwargs)
+            # The exporter restores the wrapper's training flag on exit, recursively: a wrapper left in
+            # training mode would switch dropout on in the shared torch model (eval() above prevents it;
+            # this makes sure).
+            hf.eval()
             fused = _fuse_transformer_ops(tmp / "model.onnx", hf.config)
             quantize_dynamic(
                 str(tmp / "model.onnx"),

@@ -256,6 +256,8 @@ def test_onnx_backend_ranks_like_torch(tiny_model: str, tmp_path: Path) -> None:
     assert onnx_res.scores == pytest.approx(torch_res.scores, abs=1e-5)
     assert onnx_res.order == torch_res.order
     assert onnx_res.truncated == torch_res.truncated
+    # the export leaves the shared torch model as it was (eval mode: no dropout)
+    assert Reranker(tiny_model).score(QUESTION, texts).scores == pytest.approx(torch_res.scores, abs=1e-7)
     int8 = Reranker(tiny_model, backend="onnx", quantize="int8", models_dir=tmp_path).score(QUESTION, texts)
     assert len(int8.scores) == len(texts)
     assert all(isinstance(s, float) for s in int8.scores)
