@@ -95,7 +95,10 @@ def rank_and_select(
             return stored
         return int(count_tokens(src.get("text", "")))
 
-    keep = relevant_ids(ordered, gate, latin_codes(question))
+    codes = latin_codes(question)
+    keep = relevant_ids(ordered, gate, codes)
+    # The question names a code and no candidate holds it: say so (gate.relevant_ids' first rule).
+    missing = codes if not any(h.ident_match for h in ordered) else []
     cands = [
         Candidate(
             chunk_id=h.chunk_id,
@@ -113,7 +116,7 @@ def rank_and_select(
     gated = [c for c in cands if c.chunk_id in keep]
     cfg = selection or SelectionConfig(dup_cosine=settings.dedup_cosine, dup_overlap=settings.dedup_overlap)
     sel = select(gated, budget, cfg)
-    status, message = _status(sel, budget, bool(ordered))
+    status, message = _status(sel, budget, bool(ordered), missing)
     by_id = {h.chunk_id: h for h in ordered}
     passages = [
         passage(
@@ -194,7 +197,9 @@ def _left_out(sel: Selection) -> list[LeftOutItem]:
     ]
 
 
-def _status(sel: Selection, budget: int, any_candidates: bool) -> tuple[Any, str]:
+def _status(
+    sel: Selection, budget: int, any_candidates: bool, missing_codes: Sequence[str] = ()
+) -> tuple[Any, str]:
     """The envelope's status and its one-line message."""
     if not sel.selected and sel.left_out_budget:
         # Relevant material exists but no whole unit fits: that is a budgeted answer, not "nothing".
@@ -202,6 +207,11 @@ def _status(sel: Selection, budget: int, any_candidates: bool) -> tuple[Any, str
             f"a budgeted selection: none of the {len(sel.left_out_budget)} relevant passage(s) fits {budget} tokens"
         )
     if not sel.selected:
+        if any_candidates and missing_codes:
+            return (
+                "nothing_relevant",
+                f"no candidate holds {', '.join(missing_codes)}, which the question names",
+            )
         return "nothing_relevant", (
             "no candidate passed the relevance threshold"
             if any_candidates

@@ -192,3 +192,9 @@ def test_the_envelope_names_the_policy_and_minimal_drops_weaker_evidence() -> No
     assert "minimal selection" in render_text(minimal)
     with pytest.raises(InputError, match="unknown selection policy 'lean'"):
         run(QUESTION, fresh_hits(), budget=1000, policy="lean")
+
+
+def test_a_named_code_no_candidate_holds_is_nothing_relevant_and_the_message_names_it() -> None:
+    env = run("сроки доставки курьером TEA-MATCHA-30 по Москве", fresh_hits(), budget=1000)
+    assert env.status == "nothing_relevant" and env.passages == []
+    assert env.message == "no candidate holds tea-matcha-30, which the question names"
