@@ -221,6 +221,8 @@ class Admin:
                 "stemmer": self.s.stemmer,
                 "created_at": now.isoformat(),
                 "last_ingest_at": None,
+                # Every chunk written into this index carries content_hash (readers may collapse on it).
+                "content_hash": True,
             }
         }
         body = {"mappings": {"_meta": meta, "properties": {"embedding": knn["embedding"]}}}

@@ -4,11 +4,18 @@ Items the cluster rejects with 429 (or that fail on a timeout) are retried with
 exponential backoff by ``streaming_bulk``; what still fails after the retries is
 returned item by item -- never dropped, never raised mid-stream -- so the caller
 decides what a failed item means (a document not flipped, an alias not switched).
+
+With ``concurrency`` > 1, requests of ``bulk_chunk_size`` actions go out from a small
+thread pool, each through the same ``streaming_bulk`` retry policy (``parallel_bulk``
+would not retry), with at most ``concurrency`` requests in flight: the actions are
+still consumed lazily, so memory stays bounded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from itertools import islice
 from typing import Any
 
 from osrag.connection import Cluster, translate_errors
@@ -21,8 +28,42 @@ MAX_BACKOFF_S = 30
 MIN_REQUEST_TIMEOUT_S = 60.0
 
 
-def write(cluster: Cluster, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
-    """Stream ``actions`` in chunks of ``bulk_chunk_size``; the items that failed after retries."""
+def write(
+    cluster: Cluster, actions: Iterable[dict[str, Any]], what: str, concurrency: int | None = None
+) -> list[dict[str, Any]]:
+    """Write ``actions`` in requests of ``bulk_chunk_size``; the items that failed after retries.
+
+    ``concurrency`` (default ``bulk_concurrency``) requests may be in flight at once."""
+    s = cluster.settings
+    n = s.bulk_concurrency if concurrency is None else concurrency
+    if n <= 1:
+        return _write_serial(cluster, actions, what)
+    failed: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="osrag-bulk") as pool:
+        pending: set[Future[list[dict[str, Any]]]] = set()
+        try:
+            for part in _parts(actions, s.bulk_chunk_size):
+                if len(pending) >= n:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        failed.extend(f.result())
+                pending.add(pool.submit(_write_serial, cluster, part, what))
+        finally:
+            # Every request sent is waited for (no write outlives the call), even when the
+            # action stream or one request raised; the first error then propagates.
+            done, _ = wait(pending)
+        for f in done:
+            failed.extend(f.result())
+    return failed
+
+
+def _parts(actions: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    it = iter(actions)
+    while part := list(islice(it, size)):
+        yield part
+
+
+def _write_serial(cluster: Cluster, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
     from opensearchpy.helpers import streaming_bulk
 
     s = cluster.settings

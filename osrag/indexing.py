@@ -33,6 +33,7 @@ import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from osrag.errors import ConfigError, DocumentError, IndexStateError, WritesRefu
 from osrag.frontmatter import KNOWN_KEYS as FRONT_KEYS
 from osrag.frontmatter import FrontMatterError, acl_groups, parse_front_matter
 from osrag.locking import describe, ensure_state_index, holder, read_lock, register_writer, unregister_writer
-from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
+from osrag.names import HIDDEN_ID, content_hash, state_index, utcnow, visibility_filter
 from osrag.settings import Settings
 
 
@@ -214,6 +215,7 @@ class _Prepared:
     path: str
     version_key: str
     chunks: list[Chunk]
+    vectors: Any = None  # one embedding per chunk, attached by _embed_batch
 
 
 # ---------------------------------------------------------------- the ingester
@@ -259,8 +261,54 @@ class Ingester:
             )
         emb = self._embedder or embedder_for(self.s, meta=meta)
         require_same_model(meta, emb)
+        if not meta.get("content_hash"):
+            # An index made before template v3: add the field so the strict mapping takes the
+            # chunks. Its older chunks lack the hash, so readers collapse in Python there.
+            self.cluster.call(
+                "add content_hash mapping",
+                self.cluster.client.indices.put_mapping,
+                index=index,
+                body={"properties": {"content_hash": {"type": "keyword"}}},
+            )
         self._ensure_state()
+        self._restore_refresh(index, meta)  # left off by an ingest that died
         return index, emb
+
+    # -- refresh off during a large ingest
+    def _refresh_off(self, index: str) -> None:
+        """Stop periodic refreshes while a many-batch ingest writes (every batch refreshes
+        explicitly before its flip, so readers lose nothing). The original value is recorded in
+        ``_meta`` first, so a crash is repaired by the next ingest (``_restore_refresh``)."""
+        client = self.cluster.client
+        if not isinstance(self.admin.meta(index).get("saved_refresh_interval"), dict):
+            got = self.cluster.call(
+                "get refresh interval",
+                client.indices.get_settings,
+                index=index,
+                name="index.refresh_interval",
+            )
+            value = next(iter(got.values()), {}).get("settings", {}).get("index", {}).get("refresh_interval")
+            # Wrapped: the original may itself be None (the cluster default).
+            self.admin.update_meta(index, saved_refresh_interval={"value": value})
+        self.cluster.call(
+            "disable refresh",
+            client.indices.put_settings,
+            index=index,
+            body={"index": {"refresh_interval": "-1"}},
+        )
+
+    def _restore_refresh(self, index: str, meta: dict[str, Any] | None = None) -> None:
+        """Put back the refresh interval recorded by ``_refresh_off`` (None: the default)."""
+        saved = (self.admin.meta(index) if meta is None else meta).get("saved_refresh_interval")
+        if not isinstance(saved, dict):
+            return
+        self.cluster.call(
+            "restore refresh",
+            self.cluster.client.indices.put_settings,
+            index=index,
+            body={"index": {"refresh_interval": saved.get("value")}},
+        )
+        self.admin.update_meta(index, saved_refresh_interval=None)
 
     def _ensure_state(self) -> None:
         ensure_state_index(self.cluster, self.s.alias, self.s.replicas)
@@ -344,9 +392,73 @@ class Ingester:
         started = time.perf_counter()
         index, emb = self._prepare_target()
         report = IngestReport(index=index)
+        # One writer thread: batch N is written (bulk, refresh, flip) while batch N+1 is read,
+        # chunked and embedded here. Batches are written one at a time, in order; at most two
+        # are held in memory.
+        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="osrag-ingest")
+        writing: tuple[Future[None], list[str]] | None = None
+        batches = 0
+
+        def wait_for_writes(also: Sequence[str] = ()) -> None:
+            nonlocal writing
+            if writing is None:
+                return
+            future, _ = writing
+            writing = None
+            try:
+                future.result()  # the previous batch is written (its errors raise here)
+            except WritesRefused as exc:
+                if not also:
+                    raise
+                # The next batch was read and embedded meanwhile: it is not written either.
+                raise WritesRefused(
+                    f"{exc}; also not written (read meanwhile): {', '.join(also)}", [*exc.not_written, *also]
+                ) from exc
+
+        def flush(prepared: list[_Prepared]) -> None:
+            nonlocal writing, batches
+            todo, current = self._embed_batch(emb, prepared, report, progress)
+            wait_for_writes([p.path for p in todo])
+            if not todo:
+                return
+            batches += 1
+            if batches == 2:  # a large ingest: periodic refreshes off until it ends
+                self._refresh_off(index)
+            paths = [p.path for p in todo]
+            future = writer.submit(
+                self._guarded, paths, report, self._write_batch, index, todo, current, report, progress
+            )
+            writing = (future, paths)
+
+        try:
+            self._read_loop(items, emb, report, progress, flush)
+            wait_for_writes()
+        finally:
+            writer.shutdown(wait=True)  # no write outlives the ingest, even on an error
+            if batches >= 2:
+                self._restore_refresh(index)
+        # Which tokenizer made the stored token_count values: a search reuses them only when
+        # its budget tokenizer is the same one (osrag.counting).
+        self.admin.update_meta(
+            index, last_ingest_at=utcnow().isoformat(), token_counter=counting.model_counter(emb).identity()
+        )
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _read_loop(
+        self,
+        items: Iterable[tuple[str, Document | DocumentError]],
+        emb: Embedder,
+        report: IngestReport,
+        progress: Callable[[str, str], None] | None,
+        flush: Callable[[list[_Prepared]], None],
+    ) -> None:
+        """Read and chunk documents, handing batches to ``flush`` as they fill (by documents
+        or by chunks, whichever limit comes first)."""
         count = emb.count_tokens
         batch: list[_Prepared] = []
         seen: set[str] = set()  # doc_ids taken by this ingest, across batches
+        n_chunks = 0
         for path, doc_or_error in items:
             report.documents += 1
             try:
@@ -373,22 +485,13 @@ class Ingester:
             seen.add(doc.doc_id)
             version = self._version(doc, emb)
             batch.append(_Prepared(doc, str(path), f"{doc.doc_id}@{version}", chunks))
-            if len(batch) >= self.s.ingest_batch_docs:
-                self._guarded(
-                    [p.path for p in batch], report, self._write_batch, index, emb, batch, report, progress
-                )
+            n_chunks += len(chunks)
+            if len(batch) >= self.s.ingest_batch_docs or n_chunks >= self.s.ingest_batch_chunks:
+                flush(batch)
                 batch = []
+                n_chunks = 0
         if batch:
-            self._guarded(
-                [p.path for p in batch], report, self._write_batch, index, emb, batch, report, progress
-            )
-        # Which tokenizer made the stored token_count values: a search reuses them only when
-        # its budget tokenizer is the same one (osrag.counting).
-        self.admin.update_meta(
-            index, last_ingest_at=utcnow().isoformat(), token_counter=counting.model_counter(emb).identity()
-        )
-        report.seconds = time.perf_counter() - started
-        return report
+            flush(batch)
 
     def _version(self, doc: Document, emb: Embedder) -> str:
         h = hashlib.sha256()
@@ -475,14 +578,16 @@ class Ingester:
             out[b["key"]] = {v["key"] for v in b["v"]["buckets"]}
         return out
 
-    def _write_batch(
+    def _embed_batch(
         self,
-        index: str,
         emb: Embedder,
         batch: list[_Prepared],
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
-    ) -> None:
+    ) -> tuple[list[_Prepared], dict[str, set[str]]]:
+        """Reads only: drop documents another source holds, skip those whose version is already
+        the visible one, embed the rest's chunks (attached to each). Returns what to write and
+        the visible versions."""
         batch = self._same_source_only(batch, report, progress)
         current = self.visible_versions([p.doc.doc_id for p in batch])
         todo: list[_Prepared] = []
@@ -493,16 +598,31 @@ class Ingester:
             else:
                 todo.append(p)
         if not todo:
-            return
+            return todo, current
         t0 = time.perf_counter()
         texts = [c.text for p in todo for c in p.chunks]
         vectors = emb.encode_passages(texts)
         report.embed_seconds += time.perf_counter() - t0
+        i = 0
+        for p in todo:
+            p.vectors = vectors[i : i + len(p.chunks)]
+            i += len(p.chunks)
+        return todo, current
+
+    def _write_batch(
+        self,
+        index: str,
+        todo: list[_Prepared],
+        current: dict[str, set[str]],
+        report: IngestReport,
+        progress: Callable[[str, str], None] | None,
+    ) -> None:
+        """Write embedded documents hidden, refresh, then show them in one flip (module doc)."""
 
         new_keys = [p.version_key for p in todo]
         self._hide(add=new_keys)
         now = utcnow().isoformat()
-        failed_keys = self._bulk(index, todo, vectors, now, report)
+        failed_keys = self._bulk(index, todo, now, report)
         self.cluster.call("refresh", self.cluster.client.indices.refresh, index=index)
 
         ok = [p for p in todo if p.version_key not in failed_keys]
@@ -554,22 +674,18 @@ class Ingester:
         )
         return {b["key"] for b in resp["aggregations"]["k"]["buckets"]}
 
-    def _bulk(
-        self, index: str, todo: list[_Prepared], vectors: Any, now: str, report: IngestReport
-    ) -> dict[str, str]:
+    def _bulk(self, index: str, todo: list[_Prepared], now: str, report: IngestReport) -> dict[str, str]:
         """Stream the chunks; returns version_key → reason for documents with failed items."""
 
         def actions() -> Iterator[dict[str, Any]]:
-            i = 0
             for p in todo:
-                for c in p.chunks:
+                for c, vector in zip(p.chunks, p.vectors):
                     yield {
                         "_op_type": "index",
                         "_index": index,
                         "_id": f"{p.version_key}:{c.ordinal}",
-                        "_source": chunk_source(p.doc, c, p.version_key, vectors[i], now),
+                        "_source": chunk_source(p.doc, c, p.version_key, vector, now),
                     }
-                    i += 1
 
         failed: dict[str, str] = {}
         items = bulk.write(self.cluster, actions(), "bulk write")
@@ -606,6 +722,7 @@ def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: st
         "end": c.end,
         "version": version_key.rsplit("@", 1)[1],
         "version_key": version_key,
+        "content_hash": content_hash(c.body or c.text),
         "source": doc.source,
         "category": md.get("category"),
         "tenant": md.get("tenant"),

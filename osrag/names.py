@@ -9,6 +9,7 @@ no client, no I/O.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from typing import Any
 
@@ -47,6 +48,20 @@ def visibility_filter(alias: str) -> dict[str, Any]:
             ]
         }
     }
+
+
+#: Characters that do not change what a chunk says (case, spacing, punctuation) are dropped
+#: before hashing, so copies that differ only in them share a hash; digits and words stay.
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def content_hash(text: str) -> str:
+    """The ``content_hash`` keyword of a chunk, made from its body (the section text without
+    the heading path): equal for chunks with the same words in the same order (case, spacing
+    and punctuation aside), even under different headings. Readers collapse candidates on it, so a text
+    repeated across documents takes one candidate slot, not forty."""
+    norm = _NOT_WORD.sub(" ", text.casefold()).strip()
+    return hashlib.sha1(norm.encode("utf-8")).hexdigest()[:20]
 
 
 def utcnow() -> dt.datetime:

@@ -19,7 +19,7 @@ from typing import Any
 
 from osrag.access import Principal, access_clauses
 from osrag.errors import ClusterError, InputError
-from osrag.names import visibility_filter
+from osrag.names import content_hash, visibility_filter
 
 MAX_QUESTION_CHARS = 4000
 FILTER_KEYS = (
@@ -323,6 +323,32 @@ def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
         )
         for i, h in enumerate(resp["hits"]["hits"])
     ]
+
+
+def collapsed(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with candidates of equal ``content_hash`` collapsed by the server, BEFORE the
+    cut to ``size`` (the hybrid query supports ``collapse`` from OpenSearch 3.1): copies of one
+    text then take one candidate slot. Only for an index whose every chunk carries the hash --
+    the server groups chunks without it together."""
+    return {**body, "collapse": {"field": "content_hash"}}
+
+
+def distinct_hits(hits: list[Hit], depth: int) -> list[Hit]:
+    """The fallback where the server cannot collapse: the best hit of each content hash (computed
+    from the text when the chunk has none), re-numbered, cut to ``depth``. The caller asks the
+    server for more than ``depth`` so the cut still comes after the collapse."""
+    seen: set[str] = set()
+    out: list[Hit] = []
+    for h in hits:
+        key = h.source.get("content_hash") or content_hash(str(h.source.get("text", "")))
+        if key in seen:
+            continue
+        seen.add(key)
+        h.rank = len(out) + 1
+        out.append(h)
+        if len(out) >= depth:
+            break
+    return out
 
 
 def missing_index(exc: ClusterError, index: str) -> bool:

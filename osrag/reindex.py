@@ -20,7 +20,7 @@ from osrag import bulk, locking
 from osrag.admin import Admin
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import BulkIndexError, ConfigError, IndexStateError
-from osrag.names import state_index, utcnow, visibility_filter
+from osrag.names import content_hash, state_index, utcnow, visibility_filter
 from osrag.settings import Settings
 
 
@@ -191,6 +191,9 @@ class Reindexer:
                 last_ingest_at=meta.get("last_ingest_at"),
                 previous_index=source,
                 reindexed_from=source,
+                # A server-side copy keeps the source's chunks as they are: they carry content_hash
+                # only if the source's did. Re-embedded chunks get it (_embed_batch).
+                content_hash=plan.method != "server-side _reindex" or bool(meta.get("content_hash")),
                 # Both methods copy token_count as the source counted it (re-embedding keeps the text).
                 token_counter=meta.get("token_counter")
                 or {"name": meta.get("embedding_model"), "kind": "embedding-model", "fingerprint": None},
@@ -453,6 +456,7 @@ class Reindexer:
         for h, v in zip(batch, vecs):
             src = dict(h["_source"])
             src["embedding"] = [float(x) for x in v]
+            src["content_hash"] = content_hash(str(src.get("body") or src.get("text", "")))
             yield {"_op_type": "index", "_index": target, "_id": h["_id"], "_source": src}
 
     def verify(self, source: str, target: str) -> None:

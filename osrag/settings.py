@@ -155,8 +155,21 @@ class Settings(BaseSettings):
     budget_tokenizer: str | None = None
     max_file_mb: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = 20.0
     bulk_chunk_size: Annotated[int, Field(ge=1, le=10_000)] = 200
-    ingest_batch_docs: Annotated[int, Field(ge=1, le=10_000)] = 16
+    # An ingest batch (one skip check, one refresh, one visibility flip) closes at whichever
+    # limit comes first; bigger batches mean fewer refreshes and flips per chunk.
+    ingest_batch_docs: Annotated[int, Field(ge=1, le=10_000)] = 256
+    ingest_batch_chunks: Annotated[int, Field(ge=1, le=100_000)] = 2000
+    # Bulk requests in flight at once (each with the same retries); 1 writes serially.
+    bulk_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
     candidate_depth: Annotated[int, Field(ge=1, le=10_000)] = 40  # 10000: OpenSearch's result window
+    # Candidates with equal content_hash (the same text, case/spacing/punctuation aside) take one
+    # slot, collapsed before the cut. hybrid_collapse: the server supports `collapse` with the
+    # hybrid query (OpenSearch >= 3.1); off (e.g. on 2.19), osrag over-fetches 2x and collapses itself.
+    collapse_duplicates: bool = True
+    hybrid_collapse: bool = True
+    # Seconds a SearchClient reuses the alias -> index resolution and the index _meta (one round
+    # trip per search in steady state); the reported last-ingest time is at most this old.
+    target_cache_ttl_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 2.0
     dedup_cosine: Fraction = 0.95
     dedup_overlap: Fraction = 0.8
     # Relevance gate (used when no reranker scores the candidates). Coverage is the IDF-weighted

@@ -18,7 +18,7 @@ from typing import Any
 
 from osrag.errors import ConfigError
 
-TEMPLATE_VERSION = 2
+TEMPLATE_VERSION = 3  # 3: content_hash keyword
 PIPELINE_VERSION = 1
 
 # Shipped inside the wheel as package data (see pyproject.toml); in a checkout they are the

@@ -17,6 +17,7 @@ from osrag.indexing import (
     state_index,
     visibility_filter,
 )
+from osrag.names import content_hash
 
 LIMIT = 1_000_000
 
@@ -302,6 +303,7 @@ def test_chunk_source_maps_every_field() -> None:
         "end": 131,
         "version": "abc123",
         "version_key": "promo-tea10@abc123",
+        "content_hash": content_hash("скидка 10"),
         "source": "golden/promo-tea10.md",
         "category": "promo",
         "tenant": "public",
