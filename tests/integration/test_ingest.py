@@ -153,8 +153,8 @@ def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Sett
     assert first.seconds > 0 and first.chunks_per_s > 0
 
     # Searchable through the alias, with the visibility filter every reader uses.
-    assert matching_docs(admin, "курьером") == {"delivery/zones"}  # doc_id defaults to the relative path
-    assert matching_docs(admin, "промокод") == {"notes"}
+    assert matching_docs(admin, "курьером") == {"kb/delivery/zones"}  # the collection, then the relative path
+    assert matching_docs(admin, "промокод") == {"kb/notes"}
     assert "tea-green" in matching_docs(admin, "сенча")
     last = dt.datetime.fromisoformat(admin.meta()["last_ingest_at"])
     assert before <= last <= dt.datetime.now(dt.UTC)
@@ -166,18 +166,18 @@ def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Sett
     assert count(admin) == count(admin, visible=False) == 8
 
     # One document changes (and gets fewer chunks): only it is re-indexed, its old chunks are gone.
-    old_keys = set(versions(admin, "delivery/zones"))
+    old_keys = set(versions(admin, "kb/delivery/zones"))
     write(corpus / "delivery" / "zones.md", sectioned("доставка", 2, "Теперь и самовывоз из пункта выдачи."))
     third = Ingester(small_settings).ingest([corpus])
     assert (third.documents, third.indexed, third.skipped, third.chunks) == (3, 1, 2, 2)
-    new = versions(admin, "delivery/zones")
+    new = versions(admin, "kb/delivery/zones")
     assert len(new) == 1 and set(new).isdisjoint(old_keys)
     assert sum(new.values()) == 2
-    assert versions(admin, "delivery/zones", visible=False) == new  # no leftovers stored either
-    assert count(admin, "delivery/zones", visible=False) == count(admin, "delivery/zones") == 2
+    assert versions(admin, "kb/delivery/zones", visible=False) == new  # no leftovers stored either
+    assert count(admin, "kb/delivery/zones", visible=False) == count(admin, "kb/delivery/zones") == 2
     assert count(admin, "tea-green", visible=False) == count(admin, "tea-green") == 3
     assert count(admin) == count(admin, visible=False) == 3 + 2 + 1
-    assert matching_docs(admin, "самовывоз") == {"delivery/zones"}
+    assert matching_docs(admin, "самовывоз") == {"kb/delivery/zones"}
     assert matching_docs(admin, "курьером") == set()
     assert hidden(admin) == []
 
@@ -206,7 +206,7 @@ def test_bad_files_fail_one_by_one_and_the_rest_is_indexed(
     assert "binary" in why["binary.md"] and "NUL" in why["binary.md"]
     assert "not UTF-8" in why["cp1251.md"] and "offset 2" in why["cp1251.md"]
     assert "too large" in why["big.md"] and "limit 0.05 MB" in why["big.md"]
-    assert count(admin, "good-1") == 2 and count(admin, "good-2") == 3
+    assert count(admin, "kb/good-1") == 2 and count(admin, "kb/good-2") == 3
     assert count(admin, visible=False) == 5  # nothing of the bad files
     assert report.as_dict()["failures"] == [{"path": p, "reason": r} for p, r in report.failed]
 
@@ -241,7 +241,7 @@ def test_fifty_megabyte_file_rejected_by_size_without_reading(
     why = reasons(report)
     assert list(why) == ["huge.md"]
     assert "too large" in why["huge.md"] and "52.4 MB > limit 20 MB" in why["huge.md"]
-    assert report.indexed == 1 and count(admin, "small") == 2
+    assert report.indexed == 1 and count(admin, "kb/small") == 2
     assert report.seconds < 30
 
 
@@ -374,11 +374,11 @@ def test_bulk_item_failure_reported_and_no_partial_chunks_left(
     write(corpus / "updated.md", sectioned("чай", 4))
     first = Ingester(small_settings).ingest([corpus])
     assert first.indexed == 2
-    (updated_v1,) = versions(admin, "updated")
+    (updated_v1,) = versions(admin, "kb/updated")
 
     # Second round: every doc changes, one new doc arrives; two of them get one bad vector each.
     write(corpus / "ok.md", sectioned("лампа", 2, "Новая версия."))
-    write(corpus / "updated.md", sectioned("чай", 5, "Сломанная версия.", doc_id="updated"))
+    write(corpus / "updated.md", sectioned("чай", 5, "Сломанная версия.", doc_id="kb/updated"))
     write(corpus / "new.md", sectioned("доставка", 3, "Тоже сломан."))
     emb = embedder_for(small_settings, meta=admin.meta())
     real = emb.encode_passages
@@ -400,17 +400,21 @@ def test_bulk_item_failure_reported_and_no_partial_chunks_left(
         assert "dimension" in r.lower() and "299" in r  # the server's own reason, with its cause
     assert len(report.failed_items) == 2
     assert report.indexed == 1 and report.chunks == 2
-    assert count(admin, "ok") == count(admin, "ok", visible=False) == 2
+    assert count(admin, "kb/ok") == count(admin, "kb/ok", visible=False) == 2
     # The updated doc keeps its whole old version; nothing of the failed new one is visible or stored.
-    assert versions(admin, "updated") == versions(admin, "updated", visible=False) == Counter({updated_v1: 4})
-    assert count(admin, "new", visible=False) == 0
+    assert (
+        versions(admin, "kb/updated")
+        == versions(admin, "kb/updated", visible=False)
+        == Counter({updated_v1: 4})
+    )
+    assert count(admin, "kb/new", visible=False) == 0
     assert hidden(admin) == []
 
     # Fixed input: the next ingest writes both (nothing stuck from the failed attempt).
     monkeypatch.setattr(emb, "encode_passages", real)
     again = Ingester(small_settings, embedder=emb).ingest([corpus])
     assert (again.indexed, again.skipped, again.failed) == (2, 1, [])
-    assert count(admin, "updated", visible=False) == 5 and count(admin, "new", visible=False) == 3
+    assert count(admin, "kb/updated", visible=False) == 5 and count(admin, "kb/new", visible=False) == 3
 
 
 # ------------------------------------------------------------------ reindex lock
@@ -426,7 +430,7 @@ def test_reindex_lock_refuses_ingest_until_cleared(
     assert count(admin, visible=False) == 0
     assert release(admin.cluster, admin.alias, "t")
     report = Ingester(small_settings).ingest([tmp_path])
-    assert report.indexed == 1 and count(admin, "a") == 2
+    assert report.indexed == 1 and count(admin, f"{tmp_path.name}/a") == 2
 
 
 # ------------------------------------------------------------------ CLI
