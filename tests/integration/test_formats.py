@@ -109,25 +109,32 @@ def test_mixed_folder_is_indexed_with_locations_and_bad_files_reported(
     assert "\x1b[" not in res.stderr and "doc/s" not in res.stderr  # no progress bar off a terminal
 
     client = SearchClient(small_settings, principal=ALL)
-    pdf = _found(client, "гарантийный ремонт чайника ТЕА15 в сервисном центре", "warranty", "сервисный центр")
+    pdf = _found(
+        client,
+        "гарантийный ремонт чайника ТЕА15 в сервисном центре",
+        f"{kb.name}/warranty",
+        "сервисный центр",
+    )
     assert (pdf["source_format"], pdf["page"], pdf["page_end"]) == ("pdf", 2, 2)
-    delivery = _found(client, "самовывоз из пункта выдачи или почта России", "warranty", "почта России")
+    delivery = _found(
+        client, "самовывоз из пункта выдачи или почта России", f"{kb.name}/warranty", "почта России"
+    )
     assert delivery["page_end"] == 3  # the passage may begin on page 2: its range says so
-    refund = _found(client, "вернуть товар надлежащего качества", "warranty", "четырнадцати")
+    refund = _found(client, "вернуть товар надлежащего качества", f"{kb.name}/warranty", "четырнадцати")
     assert refund["page"] == 1
 
-    html = _found(client, "рассрочка на шесть месяцев", "payment", "шесть месяцев")
+    html = _found(client, "рассрочка на шесть месяцев", f"{kb.name}/payment", "шесть месяцев")
     assert (html["source_format"], html["anchor"]) == ("html", "rassrochka")
     assert html["title"] == "Справка: оплата"
 
-    pptx = _found(client, "время ответа в чате и по почте", "training", "4 часа")
+    pptx = _found(client, "время ответа в чате и по почте", f"{kb.name}/training", "4 часа")
     assert (pptx["source_format"], pptx["slide"]) == ("pptx", 3)
 
-    docx = _found(client, "уровни участников золотой кешбэк", "loyalty", "Золотой")
+    docx = _found(client, "уровни участников золотой кешбэк", f"{kb.name}/loyalty", "Золотой")
     assert docx["source_format"] == "docx" and docx["page"] is None and docx["anchor"] is None
     assert docx["heading_path"][-1] == "Уровни участников"
 
-    md = _found(client, "как сменить пароль личного кабинета", "faq", "Безопасность")
+    md = _found(client, "как сменить пароль личного кабинета", f"{kb.name}/faq", "Безопасность")
     assert md["source_format"] is None and md["page"] is None
 
     # The readable view cites the location; a second ingest skips what did not change.
