@@ -9,10 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["PUBLIC", "OsragError", "Principal", "SearchClient", "Settings", "__version__"]
+__all__ = [
+    "PUBLIC",
+    "AsyncSearchClient",
+    "OsragError",
+    "Principal",
+    "SearchClient",
+    "Settings",
+    "__version__",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from osrag.access import PUBLIC, Principal
+    from osrag.asearch import AsyncSearchClient
     from osrag.errors import OsragError
     from osrag.search import SearchClient
     from osrag.settings import Settings
@@ -28,6 +37,10 @@ def __getattr__(name: str) -> Any:
         from osrag.search import SearchClient
 
         return SearchClient
+    if name == "AsyncSearchClient":
+        from osrag.asearch import AsyncSearchClient
+
+        return AsyncSearchClient
     if name in ("Principal", "PUBLIC"):
         from osrag import access
 

@@ -1,26 +1,35 @@
-"""The query path as one client: question -> candidates -> reranked -> selected -> envelope.
+"""The query path, written once for two clients: question -> candidates -> reranked -> selected -> envelope.
 
-``SearchClient`` does the I/O -- the alias and its ``_meta``, the question's embedding,
-the search request, the cross-encoder -- and hands the rest to pure modules:
-``query`` (request bodies, filters parsed once), ``gate`` (the relevance gate) and
-``ranking`` (rank and select into the envelope, one ``_source`` -> ``Passage`` mapping).
+The path is a generator of steps (``QuerySteps``): it yields a ``Call`` when it needs
+OpenSearch and a ``Work`` when it needs the CPU (the question's embedding, the
+cross-encoder, the selection), and is sent back the result. Everything around those
+steps -- request bodies and filters (``query``), the relevance gate (``gate``), rank and
+select into the envelope (``ranking``), the cached alias target, the retry when the alias
+moved -- is the same code for both drivers: ``SearchClient`` (here) answers each step
+inline with the sync client; ``AsyncSearchClient`` (``osrag.asearch``) awaits
+``AsyncOpenSearch`` for a ``Call`` and runs a ``Work`` in a thread, so an event loop is
+never blocked. The two differ only in how they talk to OpenSearch.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from osrag import gate, ranking
+from osrag import counting, gate, ranking
 from osrag.access import Principal, require_principal
 from osrag.admin import Admin
 from osrag.budget import SelectionConfig
+from osrag.capabilities import Capabilities, adapt_search_body, from_responses
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Envelope, Passage, RerankInfo
-from osrag.errors import ClusterError, InputError, ModelError
-from osrag.names import state_index
+from osrag.errors import ClusterError, IndexStateError, InputError, ModelError, OsragError
+from osrag.names import pipeline_name, state_index
 from osrag.query import (
     MAX_QUESTION_CHARS,
     MODES,
@@ -37,7 +46,71 @@ from osrag.query import (
 from osrag.rerank import Reranker
 from osrag.settings import Settings, load_settings
 
-__all__ = ["MAX_QUESTION_CHARS", "Hit", "Retrieval", "SearchClient"]
+__all__ = ["MAX_QUESTION_CHARS", "Call", "Hit", "QuerySteps", "Retrieval", "SearchClient", "Work"]
+
+T = TypeVar("T")
+
+#: Models and their tokenizers are loaded once per process and shared by every client, and a
+#: Hugging Face fast tokenizer is not safe to call from two threads at once (a call with
+#: truncation changes its state for a concurrent call without). Model work -- embedding the
+#: question, the cross-encoder, counting tokens -- therefore runs one at a time; the async
+#: client's other steps (requests, the gate) go on meanwhile.
+MODEL_WORK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Call:
+    """One OpenSearch request: a dotted client method (``"search"``, ``"indices.get_mapping"``),
+    its keyword arguments, and what to call it in an error line. Both opensearch-py clients
+    have the same methods, so one ``Call`` serves the sync and the async driver."""
+
+    what: str
+    method: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Work:
+    """CPU-bound work (embedding, cross-encoder, selection): inline when sync, a thread when async."""
+
+    fn: Callable[[], Any]
+
+
+#: A query-path generator: yields steps, is sent their results, returns ``T``.
+Steps = Generator[Call | Work, Any, T]
+
+
+def run_steps(steps: Steps[T], answer: Callable[[Call | Work], Any]) -> T:
+    """Drive ``steps`` to the end, answering each with ``answer`` (the sync driver).
+
+    An ``OsragError`` raised while answering is thrown into the generator at the step that
+    asked, so the path handles a refused request where it made it (e.g. a moved alias).
+    """
+    try:
+        step = next(steps)
+        while True:
+            try:
+                result = answer(step)
+            except OsragError as exc:
+                step = steps.throw(exc)
+            else:
+                step = steps.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        steps.close()
+
+
+def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(index, ``_meta.osrag``, mapped fields) from the answer to GET ``{alias}/_mapping``."""
+    names = [k for k in (got or {}) if k not in ("error", "status")]
+    if not names:
+        raise IndexStateError(f"alias {alias} does not exist; run `osrag install` first")
+    if len(names) > 1:
+        raise IndexStateError(f"alias {alias} points to {len(names)} indices: {', '.join(sorted(names))}")
+    mapping = (got or {})[names[0]]["mappings"]
+    meta = dict((mapping.get("_meta") or {}).get("osrag") or {})
+    return names[0], meta, dict(mapping.get("properties") or {})
 
 
 @dataclass
@@ -50,13 +123,12 @@ class Retrieval:
     notes: list[str] = field(default_factory=list)
 
 
-class SearchClient:
-    """What apps call: ``SearchClient(settings).search(question, principal=…, budget_tokens=…, filters=…)``.
+class QuerySteps:
+    """The state (cached alias target, embedder, reranker, budget tokenizer) and the step
+    generators both clients share. No I/O here: a subclass answers the steps.
 
     Every read is filtered for a principal (``osrag.access``): the one given to the call,
     else the client's own ``principal``; with neither it is an ``InputError`` (fail closed).
-    Construction does no I/O; the cluster, the embedding model and the reranker
-    are reached on the first search and reused afterwards.
     """
 
     def __init__(
@@ -68,32 +140,291 @@ class SearchClient:
     ) -> None:
         self.s = settings or load_settings()
         self.principal = principal
-        self.admin = Admin(self.s)
-        self.cluster = self.admin.cluster
         self._embedder: Embedder | None = None
         self._index_meta: tuple[str, dict[str, Any]] | None = None
+        self._caps: Capabilities | None = None
         self._reranker = reranker
+        # Lazily built parts may be asked for from worker threads at once (the async client).
+        self._lazy = threading.Lock()
 
     # -- lazily resolved parts
-    def _target(self) -> tuple[str, dict[str, Any]]:
-        """The index behind the alias and its ``_meta``, read afresh on every query so that the
-        freshness report (last ingest) never goes stale; the embedder is kept while the index and
-        its pinned model stay the same."""
-        index = self.admin.require_index()
-        meta = self.admin.meta(index)
-        old = self._index_meta
-        if old is None or old[0] != index or old[1].get("embedding_model") != meta.get("embedding_model"):
+    def _target(self) -> Steps[tuple[str, dict[str, Any]]]:
+        """The index behind the alias and its ``_meta`` (one request: the alias's mapping), read
+        afresh on every query so that the freshness report (last ingest) never goes stale; the
+        embedder is kept while the index and its pinned model stay the same."""
+        got = yield Call("get alias mapping", "indices.get_mapping", {"index": self.s.alias, "ignore": 404})
+        index, meta, _ = resolve_mapping(self.s.alias, got)
+        cached = self._index_meta  # another search may have resolved meanwhile (async)
+        if (
+            cached is None
+            or cached[0] != index
+            or cached[1].get("embedding_model") != meta.get("embedding_model")
+        ):
             self._embedder = None
         self._index_meta = (index, meta)
         return self._index_meta
 
+    def _capabilities(self) -> Steps[Capabilities]:
+        """What the server supports, asked once per client before its first search (two requests)."""
+        if self._caps is None:
+            info = yield Call("server info", "info", {})
+            plugins = yield Call("cat plugins", "cat.plugins", {"format": "json"})
+            self._caps = from_responses(info, plugins)
+        return self._caps
+
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            _, meta = self._index_meta if self._index_meta is not None else self._target()
-            self._embedder = embedder_for(self.s, meta=meta)
-        return self._embedder
+        """The embedder the resolved index is pinned to (built once, kept while it stays)."""
+        with self._lazy:
+            if self._embedder is None:
+                if self._index_meta is None:
+                    raise IndexStateError("the alias's index is not resolved yet (no search has run)")
+                self._embedder = embedder_for(self.s, meta=self._index_meta[1])
+            return self._embedder
+
+    def _encode_query(self, question: str) -> Any:
+        with MODEL_WORK:
+            return self.embedder().encode_query(question)
+
+    def principal_for(self, given: Principal | None) -> Principal:
+        """The principal of this read: the call's, else the client's; neither is an InputError."""
+        return require_principal(
+            given if given is not None else self.principal, require_tenant=self.s.require_tenant
+        )
 
     # -- retrieval
+    def _retrieve(
+        self,
+        question: str,
+        mode: str,
+        depth: int | None,
+        filters: dict[str, Any],
+        principal: Principal,
+        pipeline: str | None = None,
+    ) -> Steps[Retrieval]:
+        question = validate_question(question)
+        if mode not in MODES:
+            raise InputError(f"unknown retrieval mode {mode!r}; known: {', '.join(MODES)}")
+        depth = self.s.candidate_depth if depth is None else depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1000:
+            raise InputError(f"candidate depth must be between 1 and 1000, got {depth}")
+        flt = filter_clauses(self.s.alias, filters, principal)
+        timings: dict[str, float] = {}
+        notes: list[str] = []
+        caps = yield from self._capabilities()
+        index, meta = yield from self._target()
+        vector = None
+        if mode in ("hybrid", "knn"):
+            t0 = time.perf_counter()
+            vector = yield Work(functools.partial(self._encode_query, question))
+            timings["embed_query"] = (time.perf_counter() - t0) * 1000
+        body = candidates_body(mode, lexical_text(question), vector, depth, flt, self.s.hnsw_ef_search)
+        body = adapt_search_body(body, caps)
+        params: dict[str, Any] = {}
+        if mode == "hybrid":
+            params["search_pipeline"] = pipeline or pipeline_name(self.s.alias, self.s.fusion)
+        t0 = time.perf_counter()
+        try:
+            # The concrete index resolved above, not the alias: if a reindex switches the alias
+            # meanwhile, the query vector still meets the index (and model) it was made for.
+            resp = yield Call("search", "search", {"index": index, "body": body, "params": params})
+        except ClusterError as exc:
+            # The state index is created by the first ingest; before it there is nothing to find.
+            if not missing_index(exc, state_index(self.s.alias)):
+                raise
+            resp = {"hits": {"hits": []}}
+            notes.append(f"nothing has been ingested into {self.s.alias} yet")
+        timings["retrieve"] = (time.perf_counter() - t0) * 1000
+        hits = hits_of(resp)
+        return Retrieval(hits, index, meta, timings, vector=vector, notes=notes)
+
+    # -- parent-child: the whole section a passage came from
+    def _section(
+        self, section_id: str, principal: Principal | None, filters: Mapping[str, Any] | None
+    ) -> Steps[list[Passage]]:
+        who = self.principal_for(principal)
+        if not section_id or not isinstance(section_id, str):
+            raise InputError("section id is empty")
+        flt = filter_clauses(self.s.alias, parse_filters(filters), who)
+        index, _ = yield from self._target()
+        try:
+            resp = yield Call("section", "search", {"index": index, "body": section_body(section_id, flt)})
+        except ClusterError as exc:
+            if missing_index(exc, state_index(self.s.alias)):
+                return []
+            raise
+        return [
+            ranking.passage(h["_source"], rank, chunk_id=h["_source"].get("chunk_id", h["_id"]))
+            for rank, h in enumerate(resp["hits"]["hits"], start=1)
+        ]
+
+    # -- the full contract
+    def _search(
+        self,
+        question: str,
+        *,
+        budget_tokens: int | None,
+        filters: Mapping[str, Any] | None,
+        depth: int | None,
+        rerank: bool | None,
+        tokenizer: Any | None,
+        selection: str | None,
+        selection_config: SelectionConfig | None,
+        principal: Principal | None,
+    ) -> Steps[Envelope]:
+        t_start = time.perf_counter()
+        who = self.principal_for(principal)
+        budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            raise InputError(f"token budget must be a positive integer, got {budget!r}")
+        parsed_filters = parse_filters(filters)
+        ret = yield from self._retrieve(question, "hybrid", depth, parsed_filters, who)
+        question = question.strip()
+        timings = dict(ret.timings_ms)
+        notes: list[str] = list(ret.notes)
+        yield from self._annotate(question, ret, timings)
+        use_rerank = self.s.rerank if rerank is None else rerank
+        ordered, info = yield Work(
+            functools.partial(self._rerank, question, ret.hits, use_rerank, notes, timings)
+        )
+        t0 = time.perf_counter()
+        env = yield Work(
+            functools.partial(
+                self._select,
+                question,
+                ordered,
+                ret,
+                budget=budget,
+                tokenizer=tokenizer,
+                rerank=info,
+                selection=selection,
+                selection_config=selection_config,
+                filters=parsed_filters,
+                notes=notes,
+            )
+        )
+        timings["select"] = (time.perf_counter() - t0) * 1000
+        env.access = who.describe()
+        env.timings_ms = {k: round(v, 2) for k, v in timings.items()}
+        env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
+        return env
+
+    def _annotate(self, question: str, ret: Retrieval, timings: dict[str, float]) -> Steps[None]:
+        """The gate's evidence on each hit, from the index's own analysis (one ``_mtermvectors``)."""
+        if not ret.hits:
+            return
+        texts = [h.source.get("text", "") for h in ret.hits]
+        t0 = time.perf_counter()
+        resp = yield Call(
+            "term vectors",
+            "mtermvectors",
+            {"index": ret.index, "body": gate.termvectors_body(question, texts)},
+        )
+        analysis = gate.parse_termvectors(resp, len(texts))
+        yield Work(functools.partial(gate.annotate, question, analysis, ret.vector, ret.hits))
+        timings["analyze"] = (time.perf_counter() - t0) * 1000
+
+    def _select(
+        self,
+        question: str,
+        ordered: list[Hit],
+        ret: Retrieval,
+        *,
+        budget: int,
+        tokenizer: Any | None,
+        rerank: RerankInfo,
+        selection: str | None,
+        selection_config: SelectionConfig | None,
+        filters: dict[str, Any],
+        notes: list[str],
+    ) -> Envelope:
+        """Rank and select in the budget tokenizer's count (``osrag.counting``); model work, so one at a time."""
+        with MODEL_WORK:
+            if tokenizer is not None:
+                counter = counting.caller_counter(tokenizer)
+            else:
+                counter = counting.budget_counter(self.s, self.embedder)
+            reuse = counting.same_counter(ret.meta, counter)
+            env = ranking.rank_and_select(
+                question,
+                ordered,
+                budget=budget,
+                settings=self.s,
+                fresh=ranking.freshness(self.s.alias, ret.index, ret.meta),
+                count_tokens=counter.count,
+                use_stored_counts=reuse,
+                rerank=rerank,
+                selection=selection_config,
+                policy=selection,
+                filters=filters,
+                notes=notes,
+            )
+            env.tokenizer = counter.info(stored_counts=reuse)
+            return env
+
+    def _rerank(
+        self, question: str, hits: list[Hit], use: bool, notes: list[str], timings: dict[str, float]
+    ) -> tuple[list[Hit], RerankInfo]:
+        """Hits in cross-encoder order (fused order when off or unavailable), and what happened."""
+        model = self._reranker.model_name if self._reranker is not None else self.s.reranker_model
+        info = RerankInfo(model=model if use else None)
+        ordered = list(hits)
+        if not use:
+            info.note = "disabled by configuration"
+            return ordered, info
+        if not ordered:
+            return ordered, info
+        t0 = time.perf_counter()
+        try:
+            with MODEL_WORK:
+                if self._reranker is None:
+                    self._reranker = Reranker.from_settings(self.s)
+                rr = self._reranker.score(question, [h.source.get("text", "") for h in ordered])
+            for h, sc, tr in zip(ordered, rr.scores, rr.truncated):
+                h.rerank, h.truncated = sc, tr
+            ordered = [ordered[i] for i in rr.order]  # scored head by score, the rest in fused order
+            info.used = True
+            n_tr = sum(rr.truncated)
+            if n_tr:
+                info.note = f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking"
+        except ModelError as exc:
+            info.note = f"reranker unavailable, ranked without it (fused order plus evidence): {exc}"
+            notes.append(info.note)
+        timings["rerank"] = (time.perf_counter() - t0) * 1000
+        return ordered, info
+
+
+class SearchClient(QuerySteps):
+    """What apps call: ``SearchClient(settings).search(question, principal=…, budget_tokens=…, filters=…)``.
+
+    Construction does no I/O; the cluster, the embedding model and the reranker
+    are reached on the first search and reused afterwards.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        reranker: Reranker | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        super().__init__(settings, reranker=reranker, principal=principal)
+        self.admin = Admin(self.s)
+        self.cluster = self.admin.cluster
+
+    def _run(self, steps: Steps[T]) -> T:
+        return run_steps(steps, self._answer)
+
+    def _answer(self, step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        fn = operator.attrgetter(step.method)(self.cluster.client)
+        return self.cluster.call(step.what, fn, **step.kwargs)
+
+    def embedder(self) -> Embedder:
+        if self._index_meta is None:
+            self._run(self._target())
+        return super().embedder()
+
     def retrieve(
         self,
         question: str,
@@ -106,59 +437,8 @@ class SearchClient:
     ) -> Retrieval:
         """Candidates only (used by ``search`` and by eval to compare heads and fusions)."""
         who = self.principal_for(principal)
-        return self._retrieve(question, mode, depth, parse_filters(filters), who, pipeline)
+        return self._run(self._retrieve(question, mode, depth, parse_filters(filters), who, pipeline))
 
-    def principal_for(self, given: Principal | None) -> Principal:
-        """The principal of this read: the call's, else the client's; neither is an InputError."""
-        return require_principal(
-            given if given is not None else self.principal, require_tenant=self.s.require_tenant
-        )
-
-    def _retrieve(
-        self,
-        question: str,
-        mode: str,
-        depth: int | None,
-        filters: dict[str, Any],
-        principal: Principal,
-        pipeline: str | None = None,
-    ) -> Retrieval:
-        question = validate_question(question)
-        if mode not in MODES:
-            raise InputError(f"unknown retrieval mode {mode!r}; known: {', '.join(MODES)}")
-        depth = self.s.candidate_depth if depth is None else depth
-        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1000:
-            raise InputError(f"candidate depth must be between 1 and 1000, got {depth}")
-        flt = filter_clauses(self.s.alias, filters, principal)
-        index, meta = self._target()
-        timings: dict[str, float] = {}
-        vector = None
-        if mode in ("hybrid", "knn"):
-            t0 = time.perf_counter()
-            vector = self.embedder().encode_query(question)
-            timings["embed_query"] = (time.perf_counter() - t0) * 1000
-        body = candidates_body(mode, lexical_text(question), vector, depth, flt, self.s.hnsw_ef_search)
-        params: dict[str, Any] = {}
-        if mode == "hybrid":
-            params["search_pipeline"] = pipeline or self.admin.pipeline_name(self.s.fusion)
-        notes: list[str] = []
-        t0 = time.perf_counter()
-        try:
-            # The concrete index resolved above, not the alias: if a reindex switches the alias
-            # meanwhile, the query vector still meets the index (and model) it was made for.
-            resp = self.cluster.call(
-                "search", self.cluster.client.search, index=index, body=body, params=params
-            )
-        except ClusterError as exc:
-            # The state index is created by the first ingest; before it there is nothing to find.
-            if not missing_index(exc, state_index(self.s.alias)):
-                raise
-            resp = {"hits": {"hits": []}}
-            notes.append(f"nothing has been ingested into {self.s.alias} yet")
-        timings["retrieve"] = (time.perf_counter() - t0) * 1000
-        return Retrieval(hits_of(resp), index, meta, timings, vector=vector, notes=notes)
-
-    # -- parent-child: the whole section a passage came from
     def section(
         self,
         section_id: str,
@@ -174,28 +454,8 @@ class SearchClient:
         are predictable (``{doc_id}#{n}``), so a section the principal may not see is empty,
         never a way around the ACL.
         """
-        who = self.principal_for(principal)
-        if not section_id or not isinstance(section_id, str):
-            raise InputError("section id is empty")
-        flt = filter_clauses(self.s.alias, parse_filters(filters), who)
-        index, _ = self._target()
-        try:
-            resp = self.cluster.call(
-                "section",
-                self.cluster.client.search,
-                index=index,
-                body=section_body(section_id, flt),
-            )
-        except ClusterError as exc:
-            if missing_index(exc, state_index(self.s.alias)):
-                return []
-            raise
-        return [
-            ranking.passage(h["_source"], rank, chunk_id=h["_source"].get("chunk_id", h["_id"]))
-            for rank, h in enumerate(resp["hits"]["hits"], start=1)
-        ]
+        return self._run(self._section(section_id, principal, filters))
 
-    # -- the full contract
     def search(
         self,
         question: str,
@@ -213,83 +473,19 @@ class SearchClient:
         from what ``principal`` may see (the envelope's ``access`` says whom it was filtered for).
 
         ``selection`` is the policy, ``"recall"`` or ``"minimal"`` (default: ``OSRAG_SELECTION``);
-        ``selection_config`` overrides the budget walk's knobs (dedup, reserved slot)."""
-        t_start = time.perf_counter()
-        who = self.principal_for(principal)
-        budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            raise InputError(f"token budget must be a positive integer, got {budget!r}")
-        parsed_filters = parse_filters(filters)
-        ret = self._retrieve(question, "hybrid", depth, parsed_filters, who)
-        question = question.strip()
-        timings = dict(ret.timings_ms)
-        notes: list[str] = list(ret.notes)
-        emb = self.embedder()
-        self._annotate(question, ret, timings)
-        use_rerank = self.s.rerank if rerank is None else rerank
-        ordered, info = self._rerank(question, ret.hits, use_rerank, notes, timings)
-        t0 = time.perf_counter()
-        env = ranking.rank_and_select(
-            question,
-            ordered,
-            budget=budget,
-            settings=self.s,
-            fresh=ranking.freshness(self.s.alias, ret.index, ret.meta),
-            count_tokens=tokenizer or emb.count_tokens,
-            use_stored_counts=tokenizer is None,
-            rerank=info,
-            selection=selection_config,
-            policy=selection,
-            filters=parsed_filters,
-            notes=notes,
+        ``selection_config`` overrides the budget walk's knobs (dedup, reserved slot);
+        ``tokenizer`` (a callable text -> count) overrides the budget tokenizer
+        (``OSRAG_BUDGET_TOKENIZER``); the envelope's ``tokenizer`` says which one counted."""
+        return self._run(
+            self._search(
+                question,
+                budget_tokens=budget_tokens,
+                filters=filters,
+                depth=depth,
+                rerank=rerank,
+                tokenizer=tokenizer,
+                selection=selection,
+                selection_config=selection_config,
+                principal=principal,
+            )
         )
-        timings["select"] = (time.perf_counter() - t0) * 1000
-        env.access = who.describe()
-        env.timings_ms = {k: round(v, 2) for k, v in timings.items()}
-        env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
-        return env
-
-    def _annotate(self, question: str, ret: Retrieval, timings: dict[str, float]) -> None:
-        """The gate's evidence on each hit, from the index's own analysis (one ``_mtermvectors``)."""
-        if not ret.hits:
-            return
-        texts = [h.source.get("text", "") for h in ret.hits]
-        t0 = time.perf_counter()
-        resp = self.cluster.call(
-            "term vectors",
-            self.cluster.client.mtermvectors,
-            index=ret.index,
-            body=gate.termvectors_body(question, texts),
-        )
-        gate.annotate(question, gate.parse_termvectors(resp, len(texts)), ret.vector, ret.hits)
-        timings["analyze"] = (time.perf_counter() - t0) * 1000
-
-    def _rerank(
-        self, question: str, hits: list[Hit], use: bool, notes: list[str], timings: dict[str, float]
-    ) -> tuple[list[Hit], RerankInfo]:
-        """Hits in cross-encoder order (fused order when off or unavailable), and what happened."""
-        model = self._reranker.model_name if self._reranker is not None else self.s.reranker_model
-        info = RerankInfo(model=model if use else None)
-        ordered = list(hits)
-        if not use:
-            info.note = "disabled by configuration"
-            return ordered, info
-        if not ordered:
-            return ordered, info
-        t0 = time.perf_counter()
-        try:
-            if self._reranker is None:
-                self._reranker = Reranker.from_settings(self.s)
-            rr = self._reranker.score(question, [h.source.get("text", "") for h in ordered])
-            for h, sc, tr in zip(ordered, rr.scores, rr.truncated):
-                h.rerank, h.truncated = sc, tr
-            ordered = [ordered[i] for i in rr.order]  # scored head by score, the rest in fused order
-            info.used = True
-            n_tr = sum(rr.truncated)
-            if n_tr:
-                info.note = f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking"
-        except ModelError as exc:
-            info.note = f"reranker unavailable, ranked without it (fused order plus evidence): {exc}"
-            notes.append(info.note)
-        timings["rerank"] = (time.perf_counter() - t0) * 1000
-        return ordered, info
