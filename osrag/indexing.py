@@ -367,6 +367,8 @@ class Ingester:
         collection: str | None = None,
     ) -> IngestReport:
         """Files and folders; ids are ``{collection}/{relative path}`` (``read_document``)."""
+        if collection is not None and (not collection.strip() or any(ch.isspace() for ch in collection)):
+            raise ConfigError(f"collection {collection!r} must be a name without spaces")
         max_bytes = int(self.s.max_file_mb * 1_000_000)
 
         def read() -> Iterator[tuple[str, Document | DocumentError]]:

@@ -174,3 +174,14 @@ def test_model_counts_are_bounded_in_the_one_counter() -> None:
 
     assert count_tokens_with(OneTokenPerWord(), "ж" * 2_500_000) == 250_000
     assert count_tokens_with(OneTokenPerWord(), "чай зелёный") == 2
+
+
+@pytest.mark.parametrize("name", ["", " ", "two words"])
+def test_a_bad_collection_name_is_refused_before_any_io(name: str) -> None:
+    from osrag.errors import ConfigError
+    from osrag.indexing import Ingester
+    from osrag.settings import Settings
+
+    ingester = Ingester(Settings(url="http://127.0.0.1:9", _env_file=None))
+    with pytest.raises(ConfigError, match="must be a name without spaces"):
+        ingester.ingest(["."], collection=name)
