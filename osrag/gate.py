@@ -89,6 +89,26 @@ def term_coverage(weights: Mapping[str, float], terms: frozenset[str] | set[str]
     return sum(w for t, w in weights.items() if t in terms) / total
 
 
+def code_part_weights(weights: Mapping[str, float], codes: Sequence[str]) -> dict[str, float]:
+    """The question's terms that are only pieces of a code it names (lamp, light of LAMP-LIGHT).
+
+    The analyzer keeps a code whole and also splits it, so a near twin (LAMP-LIGHT-MINI) holds the
+    pieces of LAMP-LIGHT without holding LAMP-LIGHT; those pieces are evidence only together with
+    the whole code (``coverage``), or TEA10-style twins would pass as close to the best evidence.
+    """
+    return {t: w for t, w in weights.items() if t not in codes and any(t in c for c in codes)}
+
+
+def coverage(
+    weights: Mapping[str, float], terms: frozenset[str] | set[str], codes: Sequence[str] = ()
+) -> float:
+    """``term_coverage``, where a code's pieces count only for a text that holds the whole code."""
+    if not codes or any(c in terms for c in codes):
+        return term_coverage(weights, terms)
+    parts = code_part_weights(weights, codes)
+    return term_coverage(weights, {t for t in terms if t not in parts})
+
+
 def cosines(qvec: Any, vectors: Sequence[Sequence[float] | None]) -> list[float]:
     """Cosine of the (normalised) question vector with each stored (normalised) vector; 0 when absent."""
     import numpy as np
@@ -110,13 +130,14 @@ def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Hit]) 
 
     ``analysis.texts`` is in the order of ``hits``. A code the question names (TEA15,
     LAMP-LIGHT-MINI) matches when the candidate's analyzed text holds it whole -- the index
-    keeps the original of every identifier, so TEA15 never matches TEA10.
+    keeps the original of every identifier, so TEA15 never matches TEA10 -- and the code's
+    split pieces add coverage only there (``coverage``).
     """
     if len(analysis.texts) != len(hits):
         raise ValueError(f"{len(analysis.texts)} analyzed texts for {len(hits)} hits")
     codes = identifier_terms(question)
     for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.source.get("embedding") for h in hits])):
-        h.coverage, h.cosine = term_coverage(analysis.weights, terms), cos
+        h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos
         h.ident_match = any(c in terms for c in codes)
         h.relevance = max(h.coverage, h.cosine, 1.0 if h.ident_match else 0.0)
 

@@ -147,3 +147,33 @@ def test_a_named_code_no_candidate_holds_is_nothing_relevant_even_with_close_emb
     assert relevant_ids(hits, Gate(**GATE), codes=[]) == {"h1", "h2"}
     hits[1].ident_match = True  # one candidate holds the code: the gate decides as usual
     assert relevant_ids(hits, Gate(**GATE), codes=["tea-matcha-30"]) == {"h1", "h2"}
+
+
+def test_a_codes_split_pieces_count_only_for_a_text_that_holds_the_whole_code() -> None:
+    # ru_search keeps LAMP-LIGHT whole and splits it (lamp, light); the twin LAMP-LIGHT-MINI's text holds
+    # the pieces but not the code, so they are no evidence there (else the minimal cut keeps the twin).
+    resp = {
+        "docs": [
+            tv({"lamp-light": 1, "lamp": 2, "light": 2}, doc_count=10),
+            tv(["lamp-light", "lamp", "light", "модел"]),
+            tv(["lamp-light-mini", "lamplightmini", "lamp", "light", "mini"]),
+        ]
+    }
+    a = parse_termvectors(resp, 2)
+    hits = [hit("exact", 1), hit("twin", 2)]
+    gate.annotate("LAMP-LIGHT", a, None, hits)
+    assert hits[0].coverage == pytest.approx(1.0) and hits[0].ident_match
+    assert hits[1].coverage == 0.0 and not hits[1].ident_match
+    g = Gate(min_coverage=0.25, min_cosine=0.6, relative_coverage=0.6, relative_cosine=0.95, policy="minimal")
+    assert relevant_ids(hits, g) == {"exact"}
+    # pieces still count as ordinary terms when the question names no code
+    assert gate.coverage(a.weights, a.texts[1]) > 0.5
+
+
+def test_code_pieces_are_only_terms_inside_a_named_code() -> None:
+    w = {"lamp-light": 3.0, "lamp": 2.0, "light": 2.0, "гарант": 1.0}
+    assert gate.code_part_weights(w, ["lamp-light"]) == {"lamp": 2.0, "light": 2.0}
+    assert gate.code_part_weights(w, []) == {}
+    # a text without the code keeps its coverage from the question's other words
+    assert gate.coverage(w, {"lamp", "гарант"}, ["lamp-light"]) == pytest.approx(1.0 / 8.0)
+    assert gate.coverage(w, {"lamp-light", "lamp", "гарант"}, ["lamp-light"]) == pytest.approx(6.0 / 8.0)
