@@ -248,13 +248,21 @@ def hit_docs(sc: SearchClient, question: str, mode: str, **kw: Any) -> list[str]
 def test_identifier_question_puts_the_exact_chunk_first(
     sc: SearchClient, question: str, expected: str, twin: str
 ) -> None:
+    # The default (recall) policy fills the budget in fused order and keeps every chunk that is
+    # not filler, so the near twin may be delivered too -- but never before the exact chunk.
     env = sc.search(question, budget_tokens=1000)
-    assert env.status == "complete"
+    assert env.selection == "recall" and env.status == "complete"
     assert env.passages[0].doc_id == expected
     assert question.split()[-1] in env.passages[0].text  # the code the question names
+    # Leaving the twin out is the minimal policy's promise (the relative cut: the twin shares the
+    # code's pieces, not the code), so it is asked for by name.
+    lean = sc.search(question, budget_tokens=1000, selection="minimal")
+    assert lean.selection == "minimal" and lean.status == "complete"
+    assert lean.passages[0].doc_id == expected
+    assert question.split()[-1] in lean.passages[0].text
     # the near twin was a candidate (retrieved by the hybrid query) but is not offered as the answer
     assert twin in hit_docs(sc, question, "hybrid")
-    assert twin not in doc_ids(env)
+    assert twin not in doc_ids(lean)
 
 
 # --------------------------------------------------------------------------- filters on both heads
@@ -418,7 +426,18 @@ def test_budget_below_every_unit_is_budgeted_not_nothing_relevant(
 @pytest.mark.parametrize(
     "question",
     [
-        "ипотека на квартиру в Сочи",
+        # Changed by design (issue 11 item 4): gate_min_cosine is 0.60, calibrated on golden and
+        # xquad-ru-dev (<= 1 % «nothing relevant» on answerable questions; 4 of golden's 7 no-answer
+        # questions still get it). navec puts this question at cosine ~0.64 to the returns chunk,
+        # above every value in the calibrated window (0.60-0.63), so it is now answered with weak
+        # material. Strict: the test fails when the calibration changes and this passes again.
+        pytest.param(
+            "ипотека на квартиру в Сочи",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="navec cosine ~0.64 >= gate_min_cosine 0.60 (calibrated on both eval sets)",
+            ),
+        ),
         "прогноз погоды на выходные в Санкт-Петербурге",
         "курс доллара к рублю на бирже",
     ],
