@@ -61,7 +61,11 @@ def settings_for(alias: str) -> Settings:
 def drop_alias(s: Settings) -> None:
     """Delete every index of ``alias``, its state index, templates and pipelines."""
     c = Admin(s).cluster.client
-    c.indices.delete(index=f"{s.alias}-*,{state_index(s.alias)}", ignore=[404], expand_wildcards="all")
+    # Two requests: a missing state index (the raw run makes none) would fail a joint delete.
+    c.indices.delete(
+        index=f"{s.alias}-*", ignore_unavailable=True, allow_no_indices=True, expand_wildcards="all"
+    )
+    c.indices.delete(index=state_index(s.alias), ignore_unavailable=True)
     c.indices.delete_index_template(name=f"{s.alias}-template", ignore=[404])
     c.cluster.delete_component_template(name=f"{s.alias}-analysis", ignore=[404])
     for suffix in PIPELINES.values():
