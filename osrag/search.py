@@ -35,6 +35,8 @@ from osrag.query import (
     MODES,
     Hit,
     candidates_body,
+    collapsed,
+    distinct_hits,
     filter_clauses,
     hits_of,
     lexical_text,
@@ -142,18 +144,26 @@ class QuerySteps:
         self.principal = principal
         self._embedder: Embedder | None = None
         self._index_meta: tuple[str, dict[str, Any]] | None = None
+        self._resolved_at = 0.0
+        self._has_content_hash = False
         self._caps: Capabilities | None = None
         self._reranker = reranker
         # Lazily built parts may be asked for from worker threads at once (the async client).
         self._lazy = threading.Lock()
 
     # -- lazily resolved parts
-    def _target(self) -> Steps[tuple[str, dict[str, Any]]]:
-        """The index behind the alias and its ``_meta`` (one request: the alias's mapping), read
-        afresh on every query so that the freshness report (last ingest) never goes stale; the
-        embedder is kept while the index and its pinned model stay the same."""
+    def _target(self, *, fresh: bool = False) -> Steps[tuple[str, dict[str, Any]]]:
+        """The index behind the alias and its ``_meta``, from ONE request (the alias's mapping),
+        cached for ``target_cache_ttl_s`` so that a steady stream of searches makes one round
+        trip each (the search). Freshness: the last-ingest time shown is at most the TTL old;
+        a search that meets a deleted index re-resolves at once (``fresh``). The embedder is
+        kept while the index and its pinned model stay the same."""
+        now = time.monotonic()
+        cached = self._index_meta
+        if not fresh and cached is not None and now - self._resolved_at < self.s.target_cache_ttl_s:
+            return cached
         got = yield Call("get alias mapping", "indices.get_mapping", {"index": self.s.alias, "ignore": 404})
-        index, meta, _ = resolve_mapping(self.s.alias, got)
+        index, meta, props = resolve_mapping(self.s.alias, got)
         cached = self._index_meta  # another search may have resolved meanwhile (async)
         if (
             cached is None
@@ -161,7 +171,9 @@ class QuerySteps:
             or cached[1].get("embedding_model") != meta.get("embedding_model")
         ):
             self._embedder = None
+        self._has_content_hash = "content_hash" in props and bool(meta.get("content_hash"))
         self._index_meta = (index, meta)
+        self._resolved_at = now
         return self._index_meta
 
     def _capabilities(self) -> Steps[Capabilities]:
@@ -211,30 +223,48 @@ class QuerySteps:
         timings: dict[str, float] = {}
         notes: list[str] = []
         caps = yield from self._capabilities()
-        index, meta = yield from self._target()
-        vector = None
-        if mode in ("hybrid", "knn"):
+        for attempt in (0, 1):
+            # A cached index that was deleted (a reindex moved the alias, then cleanup) is met
+            # as index-not-found: resolve the alias afresh and ask once more.
+            index, meta = yield from self._target(fresh=attempt > 0)
+            vector = None
+            if mode in ("hybrid", "knn"):
+                t0 = time.perf_counter()
+                vector = yield Work(functools.partial(self._encode_query, question))
+                timings["embed_query"] = (time.perf_counter() - t0) * 1000
+            server_collapse = (
+                self.s.collapse_duplicates
+                and self.s.hybrid_collapse
+                and self._has_content_hash
+                and (caps.collapse_in_hybrid or mode != "hybrid")
+            )
+            python_collapse = self.s.collapse_duplicates and not server_collapse
+            fetch = min(2 * depth, 1000) if python_collapse else depth
+            body = candidates_body(mode, lexical_text(question), vector, fetch, flt, self.s.hnsw_ef_search)
+            if server_collapse:
+                body = collapsed(body)
+            body = adapt_search_body(body, caps)
+            params: dict[str, Any] = {}
+            if mode == "hybrid":
+                params["search_pipeline"] = pipeline or pipeline_name(self.s.alias, self.s.fusion)
             t0 = time.perf_counter()
-            vector = yield Work(functools.partial(self._encode_query, question))
-            timings["embed_query"] = (time.perf_counter() - t0) * 1000
-        body = candidates_body(mode, lexical_text(question), vector, depth, flt, self.s.hnsw_ef_search)
-        body = adapt_search_body(body, caps)
-        params: dict[str, Any] = {}
-        if mode == "hybrid":
-            params["search_pipeline"] = pipeline or pipeline_name(self.s.alias, self.s.fusion)
-        t0 = time.perf_counter()
-        try:
-            # The concrete index resolved above, not the alias: if a reindex switches the alias
-            # meanwhile, the query vector still meets the index (and model) it was made for.
-            resp = yield Call("search", "search", {"index": index, "body": body, "params": params})
-        except ClusterError as exc:
-            # The state index is created by the first ingest; before it there is nothing to find.
-            if not missing_index(exc, state_index(self.s.alias)):
-                raise
-            resp = {"hits": {"hits": []}}
-            notes.append(f"nothing has been ingested into {self.s.alias} yet")
-        timings["retrieve"] = (time.perf_counter() - t0) * 1000
+            try:
+                # The concrete index resolved above, not the alias: if a reindex switches the alias
+                # meanwhile, the query vector still meets the index (and model) it was made for.
+                resp = yield Call("search", "search", {"index": index, "body": body, "params": params})
+            except ClusterError as exc:
+                if attempt == 0 and missing_index(exc, index):
+                    continue
+                # The state index is created by the first ingest; before it there is nothing to find.
+                if not missing_index(exc, state_index(self.s.alias)):
+                    raise
+                resp = {"hits": {"hits": []}}
+                notes.append(f"nothing has been ingested into {self.s.alias} yet")
+            timings["retrieve"] = (time.perf_counter() - t0) * 1000
+            break
         hits = hits_of(resp)
+        if python_collapse:
+            hits = distinct_hits(hits, depth)
         return Retrieval(hits, index, meta, timings, vector=vector, notes=notes)
 
     # -- parent-child: the whole section a passage came from
