@@ -585,5 +585,5 @@ def test_switch_while_a_hybrid_query_is_in_flight(admin: Admin, settings: Settin
                 Admin(settings).point_alias(new)  # the reindex's switch lands right now
             return emb
 
-    r = Racing(settings).retrieve(QUERIES[0], mode="hybrid")
+    r = Racing(settings, principal=ALL).retrieve(QUERIES[0], mode="hybrid")
     assert Racing.switched and r.hits
