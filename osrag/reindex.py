@@ -170,6 +170,15 @@ class Reindexer:
         token = record["token"]
         target: str | None = None
         try:
+            # The plan was read before the lock: another reindex may have run to completion in
+            # between and moved the alias. Copying the old source now would switch the alias
+            # back to stale data and orphan that run's index, so refuse instead.
+            live = self.admin.current_index()
+            if live != source:
+                raise IndexStateError(
+                    f"the reindex lock of {self.s.alias}: another reindex finished while this one "
+                    f"started (alias moved {source} -> {live}); nothing done, re-run if still needed"
+                )
             # Batches being written now registered before the lock existed: the catch-up looks
             # at everything written since the earliest of them started.
             since = locking.earliest(
