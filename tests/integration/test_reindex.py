@@ -471,7 +471,9 @@ def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing
         assert proc.stdout.strip() == f"deleted: {first}, {third}"
         assert names(r) == [second] and admin.current_index() == second
         assert exists(client, theirs) and Admin(neighbour).current_index() == theirs
-        assert all(top10(settings, QUERIES[:2]).values())
+        # Questions this two-document corpus answers (the LAMP one is answered by no document here:
+        # since the exact-form subfield is asked only with the codes, BM25 rightly finds nothing).
+        assert all(top10(settings, (QUERIES[0], QUERIES[2])).values())
 
         proc = run_cli(settings, tmp_path, "cleanup", "--keep", "0")
         assert (proc.returncode, proc.stdout.strip()) == (0, "deleted: nothing")
