@@ -270,8 +270,9 @@ def ingest(
     """Chunk, embed and index files or directories (.md, .txt; .pdf, .docx, .html, .pptx are
     converted to Markdown first). A document without a front-matter doc_id gets
     ``{collection}/{path relative to its root}``."""
+    from osrag.documents import find_files
     from osrag.errors import WritesRefused
-    from osrag.indexing import Ingester, find_files
+    from osrag.indexing import Ingester
     from osrag.progress import Progress
 
     s = _settings()

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from osrag.chunking import Document, parse_sections
+from osrag.documents import find_files, read_document
 from osrag.errors import ConfigError
-from osrag.indexing import Ingester, IngestReport, find_files, read_document
+from osrag.indexing import Ingester, IngestReport
 
 # Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
 BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")

@@ -7,17 +7,12 @@ from pathlib import Path
 import pytest
 
 from osrag.chunking import Chunk, Document
+from osrag.convert import SUFFIXES
+from osrag.documents import find_files, read_document
 from osrag.errors import DocumentError
-from osrag.indexing import (
-    SUFFIXES,
-    chunk_source,
-    find_files,
-    parse_front_matter,
-    read_document,
-    state_index,
-    visibility_filter,
-)
-from osrag.names import content_hash
+from osrag.frontmatter import parse_front_matter
+from osrag.indexing import chunk_source
+from osrag.names import content_hash, state_index, visibility_filter
 
 LIMIT = 1_000_000
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from osrag.chunking.model import MAX_CHARS_PER_TOKEN, bounded_token_count, simple_token_count
+from osrag.documents import read_document
 from osrag.errors import DocumentError, InputError
-from osrag.indexing import read_document
 from osrag.query import parse_filters, validate_question
 
 # ------------------------------------------------------------------ front matter
