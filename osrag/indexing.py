@@ -425,10 +425,18 @@ class Ingester:
 
     def stored_sources(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
         """doc_id → the sources of its visible chunks."""
+        return self._visible_values(doc_ids, "source", "look up document sources")
+
+    def visible_versions(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        """doc_id → version keys readers currently see."""
+        return self._visible_values(doc_ids, "version_key", "look up current versions")
+
+    def _visible_values(self, doc_ids: Sequence[str], field: str, what: str) -> dict[str, set[str]]:
+        """doc_id → the distinct values of ``field`` over its visible chunks (one aggregation)."""
         if not doc_ids:
             return {}
         resp = self.cluster.call(
-            "look up document sources",
+            what,
             self.cluster.client.search,
             index=self.s.alias,
             body={
@@ -441,41 +449,12 @@ class Ingester:
                 "aggs": {
                     "d": {
                         "terms": {"field": "doc_id", "size": len(doc_ids)},
-                        "aggs": {"s": {"terms": {"field": "source", "size": 10}}},
+                        "aggs": {"v": {"terms": {"field": field, "size": 10}}},
                     }
                 },
             },
         )
-        return {b["key"]: {s["key"] for s in b["s"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
-
-    def visible_versions(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
-        """doc_id → version keys readers currently see."""
-        if not doc_ids:
-            return {}
-        client = self.cluster.client
-        resp = self.cluster.call(
-            "look up current versions",
-            client.search,
-            index=self.s.alias,
-            body={
-                "size": 0,
-                "query": {
-                    "bool": {
-                        "filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.s.alias)]
-                    }
-                },
-                "aggs": {
-                    "d": {
-                        "terms": {"field": "doc_id", "size": len(doc_ids)},
-                        "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}},
-                    }
-                },
-            },
-        )
-        out: dict[str, set[str]] = {}
-        for b in resp["aggregations"]["d"]["buckets"]:
-            out[b["key"]] = {v["key"] for v in b["v"]["buckets"]}
-        return out
+        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
 
     def _embed_batch(
         self,
