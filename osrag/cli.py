@@ -585,15 +585,21 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
     # The sample corpus ships inside the package, so the demo runs from a wheel too.
     path = Path(corpus) if corpus else Path(str(resources.files("osrag").joinpath("sample_corpus")))
-    report = Ingester(s, admin=admin).ingest([path])
+    # The demo owns its corpus: the same files from another checkout or venv replace their
+    # earlier copies instead of being refused as "doc_id taken" (a user corpus stays guarded).
+    report = Ingester(s, admin=admin, replace=corpus is None).ingest([path])
     say(
         f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
         f"{report.chunks} chunks"
     )
+    for failed_path, reason in report.failed:
+        say(f"failed: {failed_path}: {reason}")
     # The sample corpus is public; a demo shows what anyone may read.
     env = SearchClient(s, principal=PUBLIC).search(question, budget_tokens=budget)
     click.echo(f"\nВопрос: {question}\n")
     click.echo(render_text(env))
+    if report.failed:
+        sys.exit(1)  # the answer above is shown, but a lost document is not a pass
 
 
 # ------------------------------------------------------------------------- eval
