@@ -1,23 +1,10 @@
-"""Ingest: documents → chunks → embeddings → bulk writes, with atomic replacement.
+"""Ingest: documents → chunks → embeddings → batch writes, with atomic replacement.
 
-How a re-ingested document replaces its chunks without a reader ever seeing a
-mix of old and new chunks, or the document missing in between:
-
-* Every chunk carries ``version_key = "{doc_id}@{content hash}"``; its ``_id``
-  includes that key, so a new version never overwrites an old chunk in place.
-* A tiny state index ``{alias}.state`` holds one document, ``hidden``, listing
-  version keys readers must not see. Every osrag query filters them out on both
-  heads (``visibility_filter``) with a terms lookup, which reads that document
-  in real time.
-* Re-ingesting doc D from v1 to v2: (1) add ``D@v2`` to ``hidden``; (2) bulk-write
-  the v2 chunks and refresh — readers still see only v1; (3) in ONE scripted
-  update of ``hidden``, remove ``D@v2`` and add ``D@v1`` — readers switch from all
-  of v1 to all of v2 at once; (4) delete the v1 chunks and refresh; (5) drop
-  ``D@v1`` from ``hidden`` once no v1 chunk is left stored (a key whose delete
-  left chunks behind stays hidden). A document whose chunks failed to write is
-  never flipped: its partial v2 chunks are deleted and v1 stays visible.
-* A crash between steps leaves extra hidden chunks, never a visible mix; the next
-  ingest of the document redoes the steps (the ``_id``s are deterministic).
+The orchestration of the write side: files are read into documents (``osrag.documents``),
+chunked (``osrag.chunking``) and embedded here, in small batches; each batch is written by
+``osrag.versions.VersionStore`` (hidden writes, then one flip, so a re-ingested document
+replaces its chunks without a reader ever seeing a mix) on one writer thread, while the next
+batch is read and embedded. Every batch first checks the reindex lock (``osrag.locking``).
 
 Documents whose content hash (which also covers the chunking settings and the
 model) matches the visible version are skipped. Memory stays flat: documents
@@ -29,7 +16,6 @@ still fails is reported per item, never dropped.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,20 +24,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osrag import bulk, counting
+from osrag import counting
 from osrag.admin import Admin
-from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
-from osrag.convert import TEXT_FORMATS
+from osrag.chunking import ChunkingConfig, Document, chunk_document
 from osrag.documents import find_files, read_document
 from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import ConfigError, DocumentError, IndexStateError, WritesRefused
-from osrag.frontmatter import acl_groups
 from osrag.locking import describe, ensure_state_index, holder, read_lock, register_writer, unregister_writer
-from osrag.names import HIDDEN_ID, content_hash, state_index, utcnow, visibility_filter
+from osrag.names import utcnow
 from osrag.settings import Settings
+from osrag.versions import PreparedDoc, VersionStore, chunk_source
 
 
-# ---------------------------------------------------------------- reading documents
+# ---------------------------------------------------------------- the report
 @dataclass
 class IngestReport:
     documents: int = 0
@@ -106,15 +91,6 @@ class IngestSummary:
     chunks_per_s: float
 
 
-@dataclass
-class _Prepared:
-    doc: Document
-    path: str
-    version_key: str
-    chunks: list[Chunk]
-    vectors: Any = None  # one embedding per chunk, attached by _embed_batch
-
-
 # ---------------------------------------------------------------- the ingester
 class Ingester:
     """Writes documents into the index behind the alias, one batch at a time."""
@@ -127,12 +103,15 @@ class Ingester:
         strategy: str = "markdown",
         *,
         replace: bool = False,
+        store: VersionStore | None = None,
     ) -> None:
         self.s = settings
         #: Replace a document whose stored source is another file (refused by default: two files, one id).
         self.replace = replace
         self.admin = admin or Admin(settings)
         self.cluster = self.admin.cluster
+        #: Where batches are written (hidden writes, one flip): ``osrag.versions``.
+        self.store = store or VersionStore(self.cluster, settings.alias)
         self._embedder = embedder
         self.strategy = strategy
         self.config = ChunkingConfig(
@@ -233,29 +212,6 @@ class Ingester:
         finally:
             unregister_writer(self.cluster, self.s.alias, record["token"])
 
-    def _hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
-        """One atomic scripted update of the hidden list."""
-        client = self.cluster.client
-        body = {
-            "script": {
-                "lang": "painless",
-                "source": "if (ctx._source.keys == null) { ctx._source.keys = []; } "
-                "ctx._source.keys.removeAll(params.remove); "
-                "for (k in params.add) { if (!ctx._source.keys.contains(k)) { ctx._source.keys.add(k); } }",
-                "params": {"add": list(add), "remove": list(remove)},
-            },
-            "upsert": {"keys": list(add)},
-        }
-        self.cluster.call(
-            "update hidden versions",
-            client.update,
-            index=state_index(self.s.alias),
-            id=HIDDEN_ID,
-            body=body,
-            refresh=True,
-            retry_on_conflict=10,
-        )
-
     # -- the main loop
     def ingest(
         self,
@@ -314,7 +270,7 @@ class Ingester:
                     f"{exc}; also not written (read meanwhile): {', '.join(also)}", [*exc.not_written, *also]
                 ) from exc
 
-        def flush(prepared: list[_Prepared]) -> None:
+        def flush(prepared: list[PreparedDoc]) -> None:
             nonlocal writing, batches
             todo, current = self._embed_batch(emb, prepared, report, progress)
             wait_for_writes([p.path for p in todo])
@@ -350,12 +306,12 @@ class Ingester:
         emb: Embedder,
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
-        flush: Callable[[list[_Prepared]], None],
+        flush: Callable[[list[PreparedDoc]], None],
     ) -> None:
         """Read and chunk documents, handing batches to ``flush`` as they fill (by documents
         or by chunks, whichever limit comes first)."""
         count = emb.count_tokens
-        batch: list[_Prepared] = []
+        batch: list[PreparedDoc] = []
         seen: set[str] = set()  # doc_ids taken by this ingest, across batches
         n_chunks = 0
         for path, doc_or_error in items:
@@ -383,7 +339,7 @@ class Ingester:
                 continue
             seen.add(doc.doc_id)
             version = self._version(doc, emb)
-            batch.append(_Prepared(doc, str(path), f"{doc.doc_id}@{version}", chunks))
+            batch.append(PreparedDoc(doc, str(path), f"{doc.doc_id}@{version}", chunks))
             n_chunks += len(chunks)
             if len(batch) >= self.s.ingest_batch_docs or n_chunks >= self.s.ingest_batch_chunks:
                 flush(batch)
@@ -400,21 +356,21 @@ class Ingester:
         return h.hexdigest()[:16]
 
     def _same_source_only(
-        self, batch: list[_Prepared], report: IngestReport, progress: Callable[[str, str], None] | None
-    ) -> list[_Prepared]:
+        self, batch: list[PreparedDoc], report: IngestReport, progress: Callable[[str, str], None] | None
+    ) -> list[PreparedDoc]:
         """Refuse (per file) a document whose id is taken by a document from another source,
         unless ``replace``: two files with one id would otherwise replace each other silently."""
         if self.replace or not batch:
             return batch
-        stored = self.stored_sources([p.doc.doc_id for p in batch])
-        keep: list[_Prepared] = []
+        taken = self.store.taken_by_others([p.doc for p in batch])
+        keep: list[PreparedDoc] = []
         for p in batch:
-            others = sorted(s for s in stored.get(p.doc.doc_id, set()) if not _same_source(s, p.doc.source))
-            if others:
+            other = taken.get(p.doc.doc_id)
+            if other is not None:
                 report.failed.append(
                     (
                         p.path,
-                        f"doc_id {p.doc.doc_id!r} is taken by {others[0]}; not replaced "
+                        f"doc_id {p.doc.doc_id!r} is taken by {other}; not replaced "
                         "(give another doc_id or collection, or --replace to replace it)",
                     )
                 )
@@ -423,52 +379,19 @@ class Ingester:
                 keep.append(p)
         return keep
 
-    def stored_sources(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
-        """doc_id → the sources of its visible chunks."""
-        return self._visible_values(doc_ids, "source", "look up document sources")
-
-    def visible_versions(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
-        """doc_id → version keys readers currently see."""
-        return self._visible_values(doc_ids, "version_key", "look up current versions")
-
-    def _visible_values(self, doc_ids: Sequence[str], field: str, what: str) -> dict[str, set[str]]:
-        """doc_id → the distinct values of ``field`` over its visible chunks (one aggregation)."""
-        if not doc_ids:
-            return {}
-        resp = self.cluster.call(
-            what,
-            self.cluster.client.search,
-            index=self.s.alias,
-            body={
-                "size": 0,
-                "query": {
-                    "bool": {
-                        "filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.s.alias)]
-                    }
-                },
-                "aggs": {
-                    "d": {
-                        "terms": {"field": "doc_id", "size": len(doc_ids)},
-                        "aggs": {"v": {"terms": {"field": field, "size": 10}}},
-                    }
-                },
-            },
-        )
-        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
-
     def _embed_batch(
         self,
         emb: Embedder,
-        batch: list[_Prepared],
+        batch: list[PreparedDoc],
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
-    ) -> tuple[list[_Prepared], dict[str, set[str]]]:
+    ) -> tuple[list[PreparedDoc], dict[str, set[str]]]:
         """Reads only: drop documents another source holds, skip those whose version is already
         the visible one, embed the rest's chunks (attached to each). Returns what to write and
         the visible versions."""
         batch = self._same_source_only(batch, report, progress)
-        current = self.visible_versions([p.doc.doc_id for p in batch])
-        todo: list[_Prepared] = []
+        current = self.store.visible_versions([p.doc.doc_id for p in batch])
+        todo: list[PreparedDoc] = []
         for p in batch:
             if current.get(p.doc.doc_id) == {p.version_key}:
                 report.skipped += 1
@@ -490,36 +413,18 @@ class Ingester:
     def _write_batch(
         self,
         index: str,
-        todo: list[_Prepared],
+        todo: list[PreparedDoc],
         current: dict[str, set[str]],
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
     ) -> None:
-        """Write embedded documents hidden, refresh, then show them in one flip (module doc)."""
-
-        new_keys = [p.version_key for p in todo]
-        self._hide(add=new_keys)
-        now = utcnow().isoformat()
-        failed_keys = self._bulk(index, todo, now, report)
-        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=index)
-
-        ok = [p for p in todo if p.version_key not in failed_keys]
-        old_keys = sorted({k for p in ok for k in current.get(p.doc.doc_id, set()) if k != p.version_key})
-        # The flip: one update shows every new version and hides every old one.
-        self._hide(add=old_keys, remove=[p.version_key for p in ok])
-        doomed = old_keys + sorted(failed_keys)
-        if doomed:
-            self._delete_versions(index, doomed)
-            # Un-hide only keys with no chunk left: a key whose chunks survived the delete
-            # (a shard failure, a conflict) must stay hidden, or its chunks would reappear
-            # next to the new version. It is garbage then, but invisible garbage.
-            left = self._stored_versions(index, doomed)
-            gone = [k for k in doomed if k not in left]
-            if gone:
-                self._hide(remove=gone)
+        """Write one embedded batch (``VersionStore.write``: hidden, refresh, one flip) and
+        count each document as indexed or failed."""
+        outcome = self.store.write(index, todo, current)
+        report.failed_items.extend(outcome.failed_items)
         for p in todo:
-            if p.version_key in failed_keys:
-                report.failed.append((p.path, failed_keys[p.version_key]))
+            if p.version_key in outcome.failed:
+                report.failed.append((p.path, outcome.failed[p.version_key]))
                 _tick(progress, p.path, "failed")
             else:
                 report.indexed += 1
@@ -527,118 +432,11 @@ class Ingester:
                 report.tokens += sum(c.token_count for c in p.chunks)
                 _tick(progress, p.path, "indexed")
 
-    def _delete_versions(self, index: str, keys: Sequence[str]) -> None:
-        self.cluster.call(
-            "delete replaced chunks",
-            self.cluster.client.delete_by_query,
-            index=index,
-            body={"query": {"terms": {"version_key": list(keys)}}},
-            refresh=True,
-            conflicts="proceed",
-        )
-
-    def _stored_versions(self, index: str, keys: Sequence[str]) -> set[str]:
-        """Which of ``keys`` still have chunks stored (hidden or not)."""
-        resp = self.cluster.call(
-            "check deleted chunks",
-            self.cluster.client.search,
-            index=index,
-            body={
-                "size": 0,
-                "query": {"terms": {"version_key": list(keys)}},
-                "aggs": {"k": {"terms": {"field": "version_key", "size": len(keys)}}},
-            },
-            params={"request_cache": "false"},
-        )
-        return {b["key"] for b in resp["aggregations"]["k"]["buckets"]}
-
-    def _bulk(self, index: str, todo: list[_Prepared], now: str, report: IngestReport) -> dict[str, str]:
-        """Stream the chunks; returns version_key → reason for documents with failed items."""
-
-        def actions() -> Iterator[dict[str, Any]]:
-            for p in todo:
-                for c, vector in zip(p.chunks, p.vectors):
-                    yield {
-                        "_op_type": "index",
-                        "_index": index,
-                        "_id": f"{p.version_key}:{c.ordinal}",
-                        "_source": chunk_source(p.doc, c, p.version_key, vector, now),
-                    }
-
-        failed: dict[str, str] = {}
-        items = bulk.write(self.cluster, actions(), "bulk write")
-        for item in items:
-            info = bulk.item_info(item)
-            key = str(info.get("_id", "")).rsplit(":", 1)[0]
-            why = bulk.reason(info.get("error"))
-            failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {why}")
-        report.failed_items.extend(items)
-        return failed
-
-
-def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
-    md = doc.metadata
-    acl = md.get("acl")
-    # Converted files say where the chunk came from (page/slide/anchor); Markdown and text
-    # files add no field, so an index built before these fields existed still takes them.
-    fmt = md.get("format")
-    locations = md.get("locations")
-    where = locations.locate(c.start, c.end) if locations is not None else {}
-    src: dict[str, Any] = {
-        "chunk_id": c.chunk_id,
-        "doc_id": doc.doc_id,
-        "ordinal": c.ordinal,
-        "section_id": c.section_id,
-        "parent_section_id": c.parent_section_id,
-        "kind": c.kind,
-        "title": doc.title,
-        "breadcrumb": " > ".join(c.heading_path),
-        "heading_path": list(c.heading_path),
-        "text": c.text,
-        "body": c.body,
-        "start": c.start,
-        "end": c.end,
-        "version": version_key.rsplit("@", 1)[1],
-        "version_key": version_key,
-        "content_hash": content_hash(c.body or c.text),
-        "source": doc.source,
-        "category": md.get("category"),
-        "tenant": md.get("tenant"),
-        "acl": acl_groups(acl),  # a list from front matter, or "a, b" from an in-memory Document
-        "archived": bool(md.get("archived", False)),
-        "token_count": c.token_count,
-        "updated_at": _date_or_none(md.get("updated_at")),
-        "ingested_at": now,
-        "embedding": [float(x) for x in vector],
-        "source_format": fmt if fmt not in TEXT_FORMATS else None,
-        **where,
-    }
-    return {k: v for k, v in src.items() if v is not None}
-
-
-def _date_or_none(value: Any) -> str | None:
-    if not value:
-        return None
-    try:
-        return dt.date.fromisoformat(str(value)[:10]).isoformat()
-    except ValueError:
-        return None
-
-
-def _same_source(stored: str, new: str) -> bool:
-    """The same source: equal text, or two spellings (relative, absolute) of one existing file."""
-    if stored == new:
-        return True
-    try:
-        a, b = Path(stored), Path(new)
-        return a.exists() and b.exists() and a.resolve() == b.resolve()
-    except (OSError, ValueError):
-        return False
-
 
 def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) -> None:
     if progress is not None:
         progress(path, outcome)
 
 
-__all__ = ["IngestReport", "Ingester"]
+# Re-exported: callers (bench, tests) read files and build chunk sources through this module.
+__all__ = ["IngestReport", "IngestSummary", "Ingester", "chunk_source", "find_files", "read_document"]

@@ -25,6 +25,7 @@ from osrag.indexing import Ingester
 from osrag.locking import acquire, ensure_state_index, release
 from osrag.names import state_index, visibility_filter
 from osrag.settings import Settings
+from osrag.versions import VersionStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
@@ -352,14 +353,14 @@ def test_without_the_visibility_filter_a_mix_is_stored_before_the_flip(
     doc.write_text(sectioned("бета", 4, doc_id="D"), encoding="utf-8")
     observed: dict[str, Counter[str]] = {}
 
-    class Watching(Ingester):
-        def _hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+    class Watching(VersionStore):
+        def hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
             if add and remove and not observed:  # just before the flip
                 observed["unfiltered"] = versions(admin, "D", visible=False)
                 observed["filtered"] = versions(admin, "D")
-            super()._hide(add=add, remove=remove)
+            super().hide(add=add, remove=remove)
 
-    Watching(small_settings).ingest([doc])
+    Ingester(small_settings, store=Watching(admin.cluster, small_settings.alias)).ingest([doc])
     assert sorted(observed["unfiltered"].values()) == [4, 6]  # a reader without the filter would see a mix
     assert list(observed["filtered"].values()) == [6]  # with it: all of v1, nothing of v2
     assert sorted(versions(admin, "D").values()) == [4]
@@ -496,12 +497,12 @@ def test_chunks_that_survive_the_delete_stay_hidden(
     Ingester(small_settings).ingest([doc])
     (v1_key,) = versions(admin, "D")
 
-    class DeleteFails(Ingester):  # the delete request "succeeds" but removes nothing
-        def _delete_versions(self, index: str, keys: Sequence[str]) -> None:
+    class DeleteFails(VersionStore):  # the delete request "succeeds" but removes nothing
+        def delete_versions(self, index: str, keys: Sequence[str]) -> None:
             return None
 
     doc.write_text(sectioned("бета", 4, doc_id="D"), encoding="utf-8")
-    report = DeleteFails(small_settings).ingest([doc])
+    report = Ingester(small_settings, store=DeleteFails(admin.cluster, small_settings.alias)).ingest([doc])
     assert report.indexed == 1
     assert sorted(versions(admin, "D").values()) == [4]  # readers see v2 only
     assert versions(admin, "D", visible=False)[v1_key] == 6  # v1 is still stored...

@@ -1,0 +1,269 @@
+"""The versioned chunk store behind an alias: which versions readers see, and writing new ones.
+
+How a re-ingested document replaces its chunks without a reader ever seeing a
+mix of old and new chunks, or the document missing in between:
+
+* Every chunk carries ``version_key = "{doc_id}@{content hash}"``; its ``_id``
+  includes that key, so a new version never overwrites an old chunk in place.
+* A tiny state index ``{alias}.state`` holds one document, ``hidden``, listing
+  version keys readers must not see. Every osrag query filters them out on both
+  heads (``visibility_filter``) with a terms lookup, which reads that document
+  in real time.
+* Re-ingesting doc D from v1 to v2: (1) add ``D@v2`` to ``hidden``; (2) bulk-write
+  the v2 chunks and refresh — readers still see only v1; (3) in ONE scripted
+  update of ``hidden``, remove ``D@v2`` and add ``D@v1`` — readers switch from all
+  of v1 to all of v2 at once; (4) delete the v1 chunks and refresh; (5) drop
+  ``D@v1`` from ``hidden`` once no v1 chunk is left stored (a key whose delete
+  left chunks behind stays hidden). A document whose chunks failed to write is
+  never flipped: its partial v2 chunks are deleted and v1 stays visible.
+* A crash between steps leaves extra hidden chunks, never a visible mix; the next
+  ingest of the document redoes the steps (the ``_id``s are deterministic).
+
+Apart from ``indexing`` (which reads, chunks and embeds documents and hands them
+over in batches) because this is the one place that knows the stored shape of a
+chunk (``chunk_source``) and the order of writes that keeps readers consistent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osrag import bulk
+from osrag.chunking import Chunk, Document
+from osrag.connection import Cluster
+from osrag.convert import TEXT_FORMATS
+from osrag.frontmatter import acl_groups
+from osrag.names import HIDDEN_ID, content_hash, state_index, utcnow, visibility_filter
+
+
+@dataclass
+class PreparedDoc:
+    """A chunked document on its way into the store (vectors attached once embedded)."""
+
+    doc: Document
+    path: str
+    version_key: str
+    chunks: list[Chunk]
+    vectors: Any = None  # one embedding per chunk
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a batch write left unwritten: documents by version key, and the bulk items themselves."""
+
+    failed: dict[str, str] = field(default_factory=dict)  # version_key -> reason
+    failed_items: list[dict[str, Any]] = field(default_factory=list)
+
+
+class VersionStore:
+    """The chunks of one alias as versions: reads of what readers see, and hidden writes + one flip."""
+
+    def __init__(self, cluster: Cluster, alias: str) -> None:
+        self.cluster = cluster
+        self.alias = alias
+
+    # -- reads
+    def stored_sources(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        """doc_id → the sources of its visible chunks."""
+        return self._visible_values(doc_ids, "source", "look up document sources")
+
+    def visible_versions(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
+        """doc_id → version keys readers currently see."""
+        return self._visible_values(doc_ids, "version_key", "look up current versions")
+
+    def taken_by_others(self, docs: Sequence[Document]) -> dict[str, str]:
+        """doc_id → a source other than the document's own whose visible chunks hold that id:
+        two files with one id would otherwise replace each other silently."""
+        stored = self.stored_sources([d.doc_id for d in docs])
+        out: dict[str, str] = {}
+        for d in docs:
+            others = sorted(s for s in stored.get(d.doc_id, set()) if not _same_source(s, d.source))
+            if others:
+                out[d.doc_id] = others[0]
+        return out
+
+    def _visible_values(self, doc_ids: Sequence[str], field: str, what: str) -> dict[str, set[str]]:
+        """doc_id → the distinct values of ``field`` over its visible chunks (one aggregation)."""
+        if not doc_ids:
+            return {}
+        resp = self.cluster.call(
+            what,
+            self.cluster.client.search,
+            index=self.alias,
+            body={
+                "size": 0,
+                "query": {
+                    "bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.alias)]}
+                },
+                "aggs": {
+                    "d": {
+                        "terms": {"field": "doc_id", "size": len(doc_ids)},
+                        "aggs": {"v": {"terms": {"field": field, "size": 10}}},
+                    }
+                },
+            },
+        )
+        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
+
+    def stored_versions(self, index: str, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` still have chunks stored (hidden or not)."""
+        resp = self.cluster.call(
+            "check deleted chunks",
+            self.cluster.client.search,
+            index=index,
+            body={
+                "size": 0,
+                "query": {"terms": {"version_key": list(keys)}},
+                "aggs": {"k": {"terms": {"field": "version_key", "size": len(keys)}}},
+            },
+            params={"request_cache": "false"},
+        )
+        return {b["key"] for b in resp["aggregations"]["k"]["buckets"]}
+
+    # -- writes
+    def hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+        """One atomic scripted update of the hidden list."""
+        body = {
+            "script": {
+                "lang": "painless",
+                "source": "if (ctx._source.keys == null) { ctx._source.keys = []; } "
+                "ctx._source.keys.removeAll(params.remove); "
+                "for (k in params.add) { if (!ctx._source.keys.contains(k)) { ctx._source.keys.add(k); } }",
+                "params": {"add": list(add), "remove": list(remove)},
+            },
+            "upsert": {"keys": list(add)},
+        }
+        self.cluster.call(
+            "update hidden versions",
+            self.cluster.client.update,
+            index=state_index(self.alias),
+            id=HIDDEN_ID,
+            body=body,
+            refresh=True,
+            retry_on_conflict=10,
+        )
+
+    def write(self, index: str, todo: Sequence[PreparedDoc], current: dict[str, set[str]]) -> BatchOutcome:
+        """Write embedded documents hidden, refresh, then show them in one flip (module doc).
+
+        ``current``: the visible versions read before (``visible_versions``), hidden by the flip."""
+        new_keys = [p.version_key for p in todo]
+        self.hide(add=new_keys)
+        outcome = self._bulk(index, todo, utcnow().isoformat())
+        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=index)
+
+        ok = [p for p in todo if p.version_key not in outcome.failed]
+        old_keys = sorted({k for p in ok for k in current.get(p.doc.doc_id, set()) if k != p.version_key})
+        # The flip: one update shows every new version and hides every old one.
+        self.hide(add=old_keys, remove=[p.version_key for p in ok])
+        doomed = old_keys + sorted(outcome.failed)
+        if doomed:
+            self.delete_versions(index, doomed)
+            # Un-hide only keys with no chunk left: a key whose chunks survived the delete
+            # (a shard failure, a conflict) must stay hidden, or its chunks would reappear
+            # next to the new version. It is garbage then, but invisible garbage.
+            left = self.stored_versions(index, doomed)
+            gone = [k for k in doomed if k not in left]
+            if gone:
+                self.hide(remove=gone)
+        return outcome
+
+    def delete_versions(self, index: str, keys: Sequence[str]) -> None:
+        self.cluster.call(
+            "delete replaced chunks",
+            self.cluster.client.delete_by_query,
+            index=index,
+            body={"query": {"terms": {"version_key": list(keys)}}},
+            refresh=True,
+            conflicts="proceed",
+        )
+
+    def _bulk(self, index: str, todo: Sequence[PreparedDoc], now: str) -> BatchOutcome:
+        """Stream the chunks; the documents with failed items, by version key, and those items."""
+
+        def actions() -> Iterator[dict[str, Any]]:
+            for p in todo:
+                for c, vector in zip(p.chunks, p.vectors):
+                    yield {
+                        "_op_type": "index",
+                        "_index": index,
+                        "_id": f"{p.version_key}:{c.ordinal}",
+                        "_source": chunk_source(p.doc, c, p.version_key, vector, now),
+                    }
+
+        failed: dict[str, str] = {}
+        items = bulk.write(self.cluster, actions(), "bulk write")
+        for item in items:
+            info = bulk.item_info(item)
+            key = str(info.get("_id", "")).rsplit(":", 1)[0]
+            why = bulk.reason(info.get("error"))
+            failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {why}")
+        return BatchOutcome(failed, items)
+
+
+def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
+    """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out)."""
+    md = doc.metadata
+    acl = md.get("acl")
+    # Converted files say where the chunk came from (page/slide/anchor); Markdown and text
+    # files add no field, so an index built before these fields existed still takes them.
+    fmt = md.get("format")
+    locations = md.get("locations")
+    where = locations.locate(c.start, c.end) if locations is not None else {}
+    src: dict[str, Any] = {
+        "chunk_id": c.chunk_id,
+        "doc_id": doc.doc_id,
+        "ordinal": c.ordinal,
+        "section_id": c.section_id,
+        "parent_section_id": c.parent_section_id,
+        "kind": c.kind,
+        "title": doc.title,
+        "breadcrumb": " > ".join(c.heading_path),
+        "heading_path": list(c.heading_path),
+        "text": c.text,
+        "body": c.body,
+        "start": c.start,
+        "end": c.end,
+        "version": version_key.rsplit("@", 1)[1],
+        "version_key": version_key,
+        "content_hash": content_hash(c.body or c.text),
+        "source": doc.source,
+        "category": md.get("category"),
+        "tenant": md.get("tenant"),
+        "acl": acl_groups(acl),  # a list from front matter, or "a, b" from an in-memory Document
+        "archived": bool(md.get("archived", False)),
+        "token_count": c.token_count,
+        "updated_at": _date_or_none(md.get("updated_at")),
+        "ingested_at": now,
+        "embedding": [float(x) for x in vector],
+        "source_format": fmt if fmt not in TEXT_FORMATS else None,
+        **where,
+    }
+    return {k: v for k, v in src.items() if v is not None}
+
+
+def _date_or_none(value: Any) -> str | None:
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(str(value)[:10]).isoformat()
+    except ValueError:
+        return None
+
+
+def _same_source(stored: str, new: str) -> bool:
+    """The same source: equal text, or two spellings (relative, absolute) of one existing file."""
+    if stored == new:
+        return True
+    try:
+        a, b = Path(stored), Path(new)
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except (OSError, ValueError):
+        return False
+
+
+__all__ = ["BatchOutcome", "PreparedDoc", "VersionStore", "chunk_source"]
