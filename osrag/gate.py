@@ -5,21 +5,33 @@ is rank-based and always positive): how much of the question's IDF-weighted term
 contains, the cosine of its stored embedding with the question's, and whether it names an
 exact code the question names.
 
-The terms are the index's own: one ``_mtermvectors`` request (``termvectors_body``) returns
-the question as the installed ``ru_search`` analyzer sees it (stop words gone, stemmed,
-identifiers kept whole and split), each of those terms' document frequency in the index
-(hence its IDF), and the ``ru_index`` terms of every candidate's text. No Python copy of the
-analyzer is kept here, so the gate can never drift from what BM25 matched.
+The terms are the index's own, and the evidence rides on the search request itself, so a
+steady-state search is one round trip:
 
-Everything but that one request is pure: ``parse_termvectors`` reads the response,
-``annotate`` fills the hits, ``relevant_ids``/``evidence_order`` decide and order.
+- the question's terms are what the installed ``ru_search`` analyzer makes of its words
+  (``_analyze``, asked only for words this client has not seen on this index: the analyzer's
+  tokenizer splits on whitespace and its filters work token by token, so a word's terms do
+  not depend on its neighbours, and ``WordTerms`` keeps them);
+- each term's document frequency (hence its IDF) comes from a ``global`` ``filters``
+  aggregation in the search request (``evidence_aggs``);
+- which of those terms each candidate holds comes back as the hit's ``matched_queries``:
+  one named ``term`` probe per term, with boost 0 so it never changes a score, inside the
+  BM25 head (``probe_clauses``), whose ``match`` on the same field already matches every
+  document a probe matches, so the candidate set is unchanged.
+
+No Python copy of the analyzer is kept here, so the gate can never drift from what BM25
+matched. Everything here is pure: request pieces, ``parse_*`` readers, ``annotate`` fills
+the hits, ``relevant_ids``/``evidence_order`` decide and order.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,24 +43,6 @@ FIELD = "text"
 QUESTION_ANALYZER = "ru_search"
 POLICIES = ("recall", "minimal")
 _LATIN = re.compile(r"[a-z]")
-
-
-def termvectors_body(question: str, texts: Sequence[str]) -> dict[str, Any]:
-    """One ``_mtermvectors`` body: the question (``ru_search``, with term statistics), then each text.
-
-    Texts are sent as artificial documents, so the candidates' terms come from the field's
-    index analyzer without needing their ``_id``s; positions and offsets are not asked for.
-    """
-    plain = {"fields": [FIELD], "positions": False, "offsets": False, "payloads": False}
-    first = {
-        **plain,
-        "doc": {FIELD: question},
-        "per_field_analyzer": {FIELD: QUESTION_ANALYZER},
-        "term_statistics": True,
-        "field_statistics": True,
-    }
-    rest = [{**plain, "doc": {FIELD: t}, "term_statistics": False, "field_statistics": False} for t in texts]
-    return {"docs": [first, *rest]}
 
 
 def idf(doc_freq: int, doc_count: int) -> float:
@@ -65,20 +59,124 @@ class Analysis:
     doc_count: int = 0
 
 
-def _terms(doc: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((doc.get("term_vectors") or {}).get(FIELD) or {}).get("terms") or {}
+#: Prefix of the probes' query names (``matched_queries`` also lists other named queries).
+PROBE_PREFIX = "osrag.term:"
+#: The aggregation that carries the terms' document frequencies.
+DF_AGG = "osrag_df"
+#: At most this many distinct terms are probed and weighed: the lexical head already has up to
+#: 4 x ``MAX_LEXICAL_TOKENS`` clauses and the cluster refuses more than 1024 in one query.
+MAX_TERMS = 256
 
 
-def parse_termvectors(resp: Mapping[str, Any], n_texts: int) -> Analysis:
-    """Read a response to ``termvectors_body`` (question first, then ``n_texts`` texts)."""
-    docs = list(resp.get("docs") or [])
-    if len(docs) != n_texts + 1:
-        raise ValueError(f"term vectors for {n_texts + 1} documents were asked, {len(docs)} came back")
-    q = docs[0]
-    stats = ((q.get("term_vectors") or {}).get(FIELD) or {}).get("field_statistics") or {}
-    n = int(stats.get("doc_count") or 0)
-    weights = {t: idf(int(v.get("doc_freq") or 0), n) for t, v in _terms(q).items()}
-    return Analysis(weights=weights, texts=tuple(frozenset(_terms(d)) for d in docs[1:]), doc_count=n)
+def question_words(lexical: str) -> list[str]:
+    """The distinct whitespace-separated words of the question the BM25 head saw (the analyzer's
+    tokenizer is ``whitespace``), in order."""
+    return list(dict.fromkeys(lexical.split()))
+
+
+def analyze_body(words: Sequence[str]) -> dict[str, Any]:
+    """One ``_analyze`` body for ``words`` (joined by single spaces, so offsets map back to them)."""
+    return {"analyzer": QUESTION_ANALYZER, "text": " ".join(words)}
+
+
+def parse_analyze(resp: Mapping[str, Any], words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """word -> its terms, from the answer to ``analyze_body(words)``; a stop word gets no terms.
+
+    Tokens are attributed by offset (the char filters preserve length, so offsets point into
+    the joined text).
+    """
+    starts: list[int] = []
+    pos = 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    out: dict[str, list[str]] = {w: [] for w in words}
+    for tok in resp.get("tokens") or []:
+        i = bisect.bisect_right(starts, int(tok.get("start_offset", 0))) - 1
+        if 0 <= i < len(words):
+            term = str(tok.get("token", ""))
+            if term and term not in out[words[i]]:
+                out[words[i]].append(term)
+    return {w: tuple(ts) for w, ts in out.items()}
+
+
+class WordTerms:
+    """word -> its ``ru_search`` terms, per index (a reindex may change the analyzer): a bounded,
+    thread-safe LRU, so that a client stops asking ``_analyze`` once it has seen the words its
+    users ask with."""
+
+    def __init__(self, max_words: int = 50_000) -> None:
+        self._max = max_words
+        self._map: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def missing(self, index: str, words: Iterable[str]) -> list[str]:
+        with self._lock:
+            return [w for w in words if (index, w) not in self._map]
+
+    def put(self, index: str, terms: Mapping[str, tuple[str, ...]]) -> None:
+        with self._lock:
+            for w, ts in terms.items():
+                self._map[(index, w)] = ts
+                self._map.move_to_end((index, w))
+            while len(self._map) > self._max:
+                self._map.popitem(last=False)
+
+    def terms(self, index: str, words: Sequence[str]) -> list[str]:
+        """The distinct terms of ``words`` in order (words not cached contribute none)."""
+        out: dict[str, None] = {}
+        with self._lock:
+            for w in words:
+                ts = self._map.get((index, w))
+                if ts is not None:
+                    self._map.move_to_end((index, w))
+                    out.update(dict.fromkeys(ts))
+        return list(out)[:MAX_TERMS]
+
+
+def probe_terms(terms: Sequence[str], question: str) -> list[str]:
+    """What each candidate is probed for: the question's terms and the codes it names."""
+    return list(dict.fromkeys([*terms, *identifier_terms(question)]))[: MAX_TERMS + 16]
+
+
+def probe_clauses(terms: Sequence[str]) -> list[dict[str, Any]]:
+    """Named ``term`` probes on the gate's field, boost 0 (they never change a score)."""
+    return [{"term": {FIELD: {"value": t, "boost": 0.0, "_name": PROBE_PREFIX + t}}} for t in terms]
+
+
+def evidence_aggs(terms: Sequence[str]) -> dict[str, Any]:
+    """Each term's document frequency over the whole index (``global``: not only the matches).
+
+    The anonymous (list) form of ``filters``: buckets come back in the terms' order.
+    """
+    return {
+        DF_AGG: {
+            "global": {},
+            "aggs": {"df": {"filters": {"filters": [{"term": {FIELD: t}} for t in terms]}}},
+        }
+    }
+
+
+def matched_terms(hit: Hit) -> frozenset[str]:
+    """The probed terms a hit holds, from the named queries it matched."""
+    return frozenset(n[len(PROBE_PREFIX) :] for n in hit.named if n.startswith(PROBE_PREFIX))
+
+
+def parse_evidence(resp: Mapping[str, Any], terms: Sequence[str], hits: Sequence[Hit]) -> Analysis:
+    """The ``Analysis`` of a search made with ``evidence_aggs(terms)`` and the probes, for ``hits``
+    (its hits, in order, after any collapsing)."""
+    matched = tuple(matched_terms(h) for h in hits)
+    if not terms:  # a question of stop words only: nothing to weigh
+        return Analysis(weights={}, texts=matched)
+    agg = (resp.get("aggregations") or {}).get(DF_AGG)
+    if agg is None:
+        raise ValueError(f"the search response lacks the {DF_AGG} aggregation")
+    buckets = list(((agg.get("df") or {}).get("buckets")) or [])
+    if len(buckets) != len(terms):
+        raise ValueError(f"document frequencies for {len(terms)} terms were asked, {len(buckets)} came back")
+    n = int(agg.get("doc_count") or 0)
+    weights = {t: idf(int(b.get("doc_count") or 0), n) for t, b in zip(terms, buckets)}
+    return Analysis(weights=weights, texts=matched, doc_count=n)
 
 
 def term_coverage(weights: Mapping[str, float], terms: frozenset[str] | set[str]) -> float:

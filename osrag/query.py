@@ -146,11 +146,15 @@ def identifier_terms(question: str) -> list[str]:
     return sorted({w.lower() for w in _WORD.findall(question) if _is_identifier(w)})
 
 
-def bm25_head(question: str, filters: list[dict[str, Any]], field: str = "text") -> dict[str, Any]:
+def bm25_head(
+    question: str, filters: list[dict[str, Any]], field: str = "text", probes: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """Per-field matches in a bool.should (multi_match over graph analyzers can be rewritten wrongly).
 
     ``field`` picks a variant for evaluation: ``text`` is the shipped head, ``text.std`` the
     standard analyzer alone, ``text-only`` the stemmed text field alone (the eval's baseline).
+    ``probes`` are extra should clauses that never change the matches or the scores (the
+    relevance gate's named, zero-boost term probes, ``osrag.gate.probe_clauses``).
     """
     if field == "text.std":
         should: list[dict[str, Any]] = [{"match": {"text.std": {"query": question}}}]
@@ -165,7 +169,7 @@ def bm25_head(question: str, filters: list[dict[str, Any]], field: str = "text")
         codes = identifier_terms(question)
         if codes:
             should.append({"match": {"text.ident": {"query": " ".join(codes), "boost": IDENT_BOOST}}})
-    return {"bool": {"should": should, "minimum_should_match": 1, "filter": filters}}
+    return {"bool": {"should": [*should, *probes], "minimum_should_match": 1, "filter": filters}}
 
 
 _PART = re.compile(r"[^\W_]+")
@@ -219,12 +223,16 @@ def hybrid_body(
     depth: int,
     filters: list[dict[str, Any]],
     ef_search: int | None = None,
+    probes: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     return {
         "size": depth,
         "query": {
             "hybrid": {
-                "queries": [bm25_head(question, filters), knn_head(vector, depth, filters, ef_search)],
+                "queries": [
+                    bm25_head(question, filters, probes=probes),
+                    knn_head(vector, depth, filters, ef_search),
+                ],
                 "pagination_depth": depth,
             }
         },
@@ -259,18 +267,27 @@ def candidates_body(
     depth: int,
     filters: list[dict[str, Any]],
     ef_search: int | None = None,
+    probes: Sequence[dict[str, Any]] = (),
+    aggs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The request body of one retrieval ``mode`` (``question`` already passed ``lexical_text``)."""
+    """The request body of one retrieval ``mode`` (``question`` already passed ``lexical_text``).
+
+    ``probes`` and ``aggs`` carry the relevance gate's evidence (``osrag.gate``) on the same
+    request; the probes ride on the BM25 head (hybrid mode only: the others are not gated).
+    """
     if mode == "hybrid":
         assert vector is not None
-        return hybrid_body(question, vector, depth, filters, ef_search)
-    if mode == "knn":
+        body = hybrid_body(question, vector, depth, filters, ef_search, probes)
+    elif mode == "knn":
         assert vector is not None
-        query = knn_head(vector, depth, filters, ef_search)
+        body = {"size": depth, "query": knn_head(vector, depth, filters, ef_search)}
     else:
         field = {"bm25-std": "text.std", "bm25-text": "text-only"}.get(mode, "text")
-        query = bm25_head(question, filters, field)
-    return {"size": depth, "query": query, "_source": {"excludes": ["body"]}}
+        body = {"size": depth, "query": bm25_head(question, filters, field)}
+    body["_source"] = {"excludes": ["body"]}
+    if aggs:
+        body["aggs"] = dict(aggs)
+    return body
 
 
 def section_body(section_id: str, filters: list[dict[str, Any]]) -> dict[str, Any]:
@@ -310,6 +327,8 @@ class Hit:
     rerank: float | None = None
     truncated: bool = False
     ident_match: bool = False
+    #: The names of the named queries it matched (the gate's term probes among them).
+    named: frozenset[str] = frozenset()
 
 
 def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
@@ -320,6 +339,7 @@ def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
             source=h["_source"],
             fused=float(h["_score"] or 0.0),
             rank=i + 1,
+            named=frozenset(h.get("matched_queries") or ()),
         )
         for i, h in enumerate(resp["hits"]["hits"])
     ]

@@ -3,7 +3,7 @@
 ``osrag install --roles`` creates, through the security REST API:
 
 * ``{alias}-reader`` -- search the alias through osrag's own read path (mapping of the alias,
-  ``_search`` with the search pipelines, the gate's ``_mtermvectors``) and read the state
+  ``_search`` with the search pipelines, ``_analyze`` of the question's words) and read the state
   index the visibility filter looks up. No writes, no other index.
 * ``{alias}-writer`` -- the reader's rights plus what ``osrag ingest`` does: bulk writes,
   delete-by-query of old versions, ``_meta`` and refresh-interval updates, the state index
@@ -49,9 +49,8 @@ API = "/_plugins/_security/api"
 # -- what each side of osrag sends (one list per need, so a role reads as the sum of its needs)
 
 #: Cluster-level actions of a read: ``GET /`` (the version, for ``osrag.capabilities``),
-#: ``_mtermvectors`` (the gate; checked at cluster level as a composite request, its shard
-#: requests on the index), health for ``osrag status``.
-_READ_CLUSTER = ("cluster:monitor/main", "cluster:monitor/health", "indices:data/read/mtv")
+#: health for ``osrag status``.
+_READ_CLUSTER = ("cluster:monitor/main", "cluster:monitor/health")
 #: ``osrag.capabilities`` lists plugins with ``_cat/plugins`` before the first search, which the
 #: server runs as a cluster-state read plus a nodes-info read. ``cluster:monitor/state`` also lets
 #: the holder read ``GET /_cluster/state``: every index name and mapping of the cluster (not
@@ -59,8 +58,9 @@ _READ_CLUSTER = ("cluster:monitor/main", "cluster:monitor/health", "indices:data
 #: (``cluster:monitor/nodes/info`` only).
 _CAPABILITIES_CLUSTER = ("cluster:monitor/state", "cluster:monitor/nodes/info")
 #: On the alias and its chunk indices: the alias's mapping (``_meta``: the pinned model),
-#: ``_search`` (every head, ``section()``), term vectors for the gate.
-_READ_INDEX = ("indices:admin/mappings/get", "indices:data/read/search*", "indices:data/read/mtv*")
+#: ``_search`` (every head, ``section()``), ``_analyze`` of the question's words for the gate
+#: (the index's analyzer; no documents are read).
+_READ_INDEX = ("indices:admin/mappings/get", "indices:data/read/search*", "indices:admin/analyze")
 #: On the state index: the visibility filter's terms lookup is a GET of its ``hidden`` document.
 _READ_STATE = ("indices:data/read/get",)
 

@@ -123,6 +123,7 @@ class Retrieval:
     timings_ms: dict[str, float] = field(default_factory=dict)
     vector: Any = None  # the question's embedding (hybrid and knn modes)
     notes: list[str] = field(default_factory=list)
+    analysis: gate.Analysis | None = None  # the gate's evidence (when asked for)
 
 
 class QuerySteps:
@@ -148,6 +149,7 @@ class QuerySteps:
         self._has_content_hash = False
         self._caps: Capabilities | None = None
         self._reranker = reranker
+        self._word_terms = gate.WordTerms()
         # Lazily built parts may be asked for from worker threads at once (the async client).
         self._lazy = threading.Lock()
 
@@ -212,7 +214,10 @@ class QuerySteps:
         filters: dict[str, Any],
         principal: Principal,
         pipeline: str | None = None,
+        evidence: bool = False,
     ) -> Steps[Retrieval]:
+        """Candidates for ``question``; with ``evidence``, the relevance gate's evidence rides on
+        the same request (``osrag.gate``) and comes back as ``Retrieval.analysis``."""
         question = validate_question(question)
         if mode not in MODES:
             raise InputError(f"unknown retrieval mode {mode!r}; known: {', '.join(MODES)}")
@@ -240,7 +245,29 @@ class QuerySteps:
             )
             python_collapse = self.s.collapse_duplicates and not server_collapse
             fetch = min(2 * depth, 1000) if python_collapse else depth
-            body = candidates_body(mode, lexical_text(question), vector, fetch, flt, self.s.hnsw_ef_search)
+            lexical = lexical_text(question)
+            terms: list[str] = []
+            probes: list[dict[str, Any]] = []
+            t0 = time.perf_counter()
+            try:
+                if evidence:
+                    terms = yield from self._question_terms(index, lexical)
+                    probes = gate.probe_clauses(gate.probe_terms(terms, lexical))
+                    timings["analyze_question"] = (time.perf_counter() - t0) * 1000
+            except ClusterError as exc:
+                if attempt == 0 and missing_index(exc, index):
+                    continue
+                raise
+            body = candidates_body(
+                mode,
+                lexical,
+                vector,
+                fetch,
+                flt,
+                self.s.hnsw_ef_search,
+                probes=probes,
+                aggs=gate.evidence_aggs(terms) if terms else None,
+            )
             if server_collapse:
                 body = collapsed(body)
             body = adapt_search_body(body, caps)
@@ -265,7 +292,19 @@ class QuerySteps:
         hits = hits_of(resp)
         if python_collapse:
             hits = distinct_hits(hits, depth)
-        return Retrieval(hits, index, meta, timings, vector=vector, notes=notes)
+        analysis = gate.parse_evidence(resp, terms, hits) if evidence and hits else None
+        return Retrieval(hits, index, meta, timings, vector=vector, notes=notes, analysis=analysis)
+
+    def _question_terms(self, index: str, lexical: str) -> Steps[list[str]]:
+        """The question's ``ru_search`` terms on ``index``: ``_analyze`` only for words not seen yet."""
+        words = gate.question_words(lexical)
+        missing = self._word_terms.missing(index, words)
+        if missing:
+            resp = yield Call(
+                "analyze question", "indices.analyze", {"index": index, "body": gate.analyze_body(missing)}
+            )
+            self._word_terms.put(index, gate.parse_analyze(resp, missing))
+        return self._word_terms.terms(index, words)
 
     # -- parent-child: the whole section a passage came from
     def _section(
@@ -307,11 +346,14 @@ class QuerySteps:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
             raise InputError(f"token budget must be a positive integer, got {budget!r}")
         parsed_filters = parse_filters(filters)
-        ret = yield from self._retrieve(question, "hybrid", depth, parsed_filters, who)
+        ret = yield from self._retrieve(question, "hybrid", depth, parsed_filters, who, evidence=True)
         question = question.strip()
         timings = dict(ret.timings_ms)
         notes: list[str] = list(ret.notes)
-        yield from self._annotate(question, ret, timings)
+        if ret.hits and ret.analysis is not None:
+            t0 = time.perf_counter()
+            yield Work(functools.partial(gate.annotate, question, ret.analysis, ret.vector, ret.hits))
+            timings["annotate"] = (time.perf_counter() - t0) * 1000
         use_rerank = self.s.rerank if rerank is None else rerank
         ordered, info = yield Work(
             functools.partial(self._rerank, question, ret.hits, use_rerank, notes, timings)
@@ -337,21 +379,6 @@ class QuerySteps:
         env.timings_ms = {k: round(v, 2) for k, v in timings.items()}
         env.timings_ms["total"] = (time.perf_counter() - t_start) * 1000
         return env
-
-    def _annotate(self, question: str, ret: Retrieval, timings: dict[str, float]) -> Steps[None]:
-        """The gate's evidence on each hit, from the index's own analysis (one ``_mtermvectors``)."""
-        if not ret.hits:
-            return
-        texts = [h.source.get("text", "") for h in ret.hits]
-        t0 = time.perf_counter()
-        resp = yield Call(
-            "term vectors",
-            "mtermvectors",
-            {"index": ret.index, "body": gate.termvectors_body(question, texts)},
-        )
-        analysis = gate.parse_termvectors(resp, len(texts))
-        yield Work(functools.partial(gate.annotate, question, analysis, ret.vector, ret.hits))
-        timings["analyze"] = (time.perf_counter() - t0) * 1000
 
     def _select(
         self,

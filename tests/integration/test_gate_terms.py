@@ -1,35 +1,105 @@
-"""The gate's terms are the installed analyzers' own tokens (live node, no Python copy of them)."""
+"""The gate's terms are the installed analyzers' own tokens (live node, no Python copy of them),
+and its evidence rides on the search request without changing what the search finds."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from osrag import gate
+from osrag.admin import Admin
+from osrag.embedding import embedder_for
+from osrag.indexing import Ingester
+from osrag.names import pipeline_name
+from osrag.query import candidates_body, hits_of
+from osrag.settings import Settings
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
+
+QUESTIONS = [
+    "Какая гарантия на лампу LAMP-LIGHT-MINI и на ёлку?",
+    "Действует ли промокод «TEA15» на чай, (заварник) и v2.3.1?",
+    "calculateTotal: ошибка ORD-500 — что делать?!",
+    "и на в",
+]
+DOCS = {
+    "lamp": "# Лампа\n\n## Гарантия\n\nГарантия на лампы LAMP-LIGHT-MINI — два года, на ёлки — год.\n",
+    "tea": "# Промокоды\n\n## TEA15\n\nПромокод TEA15 действует на чай, но не на заварники.\n",
+    "pie": "# Рецепты\n\n## Пирог\n\nРецепт яблочного пирога с корицей.\n",
+}
 
 
-def _tokens(client: Any, index: str, analyzer: str, text: str) -> set[str]:
+def _tokens(client: Any, index: str, analyzer: str, text: str) -> list[str]:
     got = client.indices.analyze(index=index, body={"analyzer": analyzer, "text": text})
-    return {t["token"] for t in got["tokens"]}
+    return [t["token"] for t in got["tokens"]]
 
 
-def test_one_term_vector_request_gives_the_analyzers_tokens_and_idf(admin: Any) -> None:
+def test_word_by_word_analysis_equals_the_whole_question(admin: Admin) -> None:
+    """What lets ``WordTerms`` cache per word: the analyzer's terms of a question are the union of
+    its words' terms (whitespace tokenizer, token-local filters)."""
     client, index = admin.cluster.client, admin.require_index()
-    question = "Какая гарантия на лампу LAMP-LIGHT-MINI и на ёлку?"
-    texts = ["Гарантия на лампы LAMP-LIGHT-MINI — два года.", "Рецепт яблочного пирога.", ""]
-    resp = client.mtermvectors(index=index, body=gate.termvectors_body(question, texts))
-    a = gate.parse_termvectors(resp, len(texts))
+    cache = gate.WordTerms()
+    for q in QUESTIONS:
+        words = gate.question_words(q)
+        missing = cache.missing(index, words)
+        got = client.indices.analyze(index=index, body=gate.analyze_body(missing))
+        cache.put(index, gate.parse_analyze(got, missing))
+        assert set(cache.terms(index, words)) == set(_tokens(client, index, "ru_search", q)), q
+        assert cache.missing(index, words) == []
+    terms = cache.terms(index, gate.question_words(QUESTIONS[0]))
+    assert "lamp-light-mini" in terms and "елк" in terms and "какая" not in terms
+    assert cache.terms(index, ["и", "на", "в"]) == []  # stop words have no terms
 
-    assert set(a.weights) == _tokens(client, index, "ru_search", question)
-    assert "какая" not in a.weights and "на" not in a.weights  # the index's stop list
-    assert "lamp-light-mini" in a.weights and "елк" in a.weights  # codes whole, ё folded, stemmed
-    assert a.texts[0] == frozenset(_tokens(client, index, "ru_index", texts[0]))
-    assert a.texts[2] == frozenset()
-    # An empty index: every term has doc_freq 0, so all weigh the same.
-    assert a.doc_count == 0 and len(set(a.weights.values())) == 1
 
-    on, off = (gate.term_coverage(a.weights, t) for t in a.texts[:2])
-    assert on > 0.5 and off == 0.0
+def test_probes_give_each_hit_its_terms_and_never_change_the_ranking(
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for doc_id, text in DOCS.items():
+        (root / f"{doc_id}.md").write_text(f"---\ndoc_id: {doc_id}\n---\n{text}", encoding="utf-8")
+    Ingester(settings, admin=admin).ingest([root])
+    client, index = admin.cluster.client, admin.require_index()
+    emb = embedder_for(settings)
+    params = {"search_pipeline": pipeline_name(settings.alias, settings.fusion)}
+    q = QUESTIONS[1]
+    vec = emb.encode_query(q)
+    cache = gate.WordTerms()
+    words = gate.question_words(q)
+    cache.put(
+        index, gate.parse_analyze(client.indices.analyze(index=index, body=gate.analyze_body(words)), words)
+    )
+    terms = cache.terms(index, words)
+    plain = client.search(index=index, body=candidates_body("hybrid", q, vec, 10, []), params=params)
+    probed = client.search(
+        index=index,
+        body=candidates_body(
+            "hybrid",
+            q,
+            vec,
+            10,
+            [],
+            probes=gate.probe_clauses(gate.probe_terms(terms, q)),
+            aggs=gate.evidence_aggs(terms),
+        ),
+        params=params,
+    )
+    # The same candidates, in the same order, with the same scores.
+    assert [(h["_id"], h["_score"]) for h in plain["hits"]["hits"]] == [
+        (h["_id"], h["_score"]) for h in probed["hits"]["hits"]
+    ]
+    hits = hits_of(probed)
+    a = gate.parse_evidence(probed, terms, hits)
+    assert set(a.weights) == set(terms)
+    for h, matched in zip(hits, a.texts):
+        indexed = set(_tokens(client, index, "ru_index", h.source["text"]))
+        assert matched == frozenset(t for t in gate.probe_terms(terms, q) if t in indexed), h.chunk_id
+    # Document frequencies are the index's: "tea15" is in one chunk, "пирог"'s stem in none of these.
+    n = client.count(index=index)["count"]
+    assert a.doc_count == n
+    with_tea15 = client.count(index=index, body={"query": {"term": {"text": "tea15"}}})["count"]
+    assert a.weights["tea15"] == pytest.approx(gate.idf(with_tea15, n))
+    cov = {h.source["doc_id"]: gate.term_coverage(a.weights, t) for h, t in zip(hits, a.texts)}
+    assert cov["tea"] > 0.3 and all(cov["tea"] > c for d, c in cov.items() if d != "tea"), cov

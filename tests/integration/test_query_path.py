@@ -72,15 +72,23 @@ def test_steady_state_retrieve_is_one_round_trip_and_the_ttl_bounds_staleness(in
     assert sent[0][1] == f"/{ingested.alias}/_mapping"
 
 
-def test_search_steady_state_requests_are_counted(ingested: Settings) -> None:
+@pytest.mark.compat
+def test_search_steady_state_is_one_round_trip_with_the_gate_evidence_on_it(ingested: Settings) -> None:
     sc = SearchClient(ingested.model_copy(update={"target_cache_ttl_s": 60.0}), principal=PUBLIC)
     log = Requests(sc)
-    sc.search("возврат товара", budget_tokens=500)
+    first = log.during(lambda: sc.search("возврат товара", budget_tokens=500))
+    # A cold client reads the server info, the alias, and analyzes the question's words once.
+    assert [p.rsplit("/", 1)[-1] for _, p in first][-2:] == ["_analyze", "_search"], first
     sent = log.during(lambda: sc.search("возврат товара", budget_tokens=500))
-    # No alias, mapping or _meta request: the one search, plus the relevance gate's analysis of
-    # the candidates (``_mtermvectors``) where the gate asks the index for it.
-    assert [p.rsplit("/", 1)[-1] for _, p in sent if not p.endswith("_mtermvectors")] == ["_search"], sent
-    assert len(sent) <= 2, sent
+    # Steady state: no alias, mapping, _meta or analysis request -- the search carries the
+    # relevance gate's probes and document frequencies itself.
+    assert [p.rsplit("/", 1)[-1] for _, p in sent] == ["_search"], sent
+    # A new question made of words this client has seen is one request too; a new word costs
+    # one ``_analyze`` for that word only.
+    sent = log.during(lambda: sc.search("товара возврат", budget_tokens=500))
+    assert [p.rsplit("/", 1)[-1] for _, p in sent] == ["_search"], sent
+    sent = log.during(lambda: sc.search("возврат посылки", budget_tokens=500))
+    assert [p.rsplit("/", 1)[-1] for _, p in sent] == ["_analyze", "_search"], sent
 
 
 def test_a_cached_index_that_was_deleted_is_resolved_again(ingested: Settings, tmp_path: Path) -> None:

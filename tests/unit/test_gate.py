@@ -1,5 +1,6 @@
-"""The relevance gate (``osrag.gate``): the term-vector request and its reading, IDF-weighted
-coverage, identifier matches, and the two selection policies -- hand-made responses and hits."""
+"""The relevance gate (``osrag.gate``): the question's analysis and its word cache, the probes and
+the document-frequency aggregation and their reading, IDF-weighted coverage, identifier matches,
+and the two selection policies -- hand-made responses and hits."""
 
 from __future__ import annotations
 
@@ -9,41 +10,80 @@ from typing import Any
 import pytest
 
 from osrag import gate
-from osrag.gate import Analysis, Gate, evidence_order, idf, parse_termvectors, relevant_ids, term_coverage
+from osrag.gate import Analysis, Gate, evidence_order, idf, parse_evidence, relevant_ids, term_coverage
 from osrag.query import Hit
 
 
-def tv(terms: dict[str, int] | list[str], doc_count: int | None = None) -> dict[str, Any]:
-    """One document of an ``_mtermvectors`` response (doc_freq per term when ``doc_count`` is given)."""
-    if doc_count is None:
-        body: dict[str, Any] = {"terms": {t: {"term_freq": 1} for t in terms}}
-    else:
-        assert isinstance(terms, dict)
-        body = {
-            "field_statistics": {"doc_count": doc_count, "sum_doc_freq": 1, "sum_ttf": 1},
-            "terms": {t: {"doc_freq": df, "ttf": df, "term_freq": 1} for t, df in terms.items()},
-        }
-    return {"_index": "i", "found": True, "term_vectors": {"text": body}}
-
-
-def hit(cid: str, rank: int, embedding: list[float] | None = None) -> Hit:
+def hit(cid: str, rank: int, embedding: list[float] | None = None, named: set[str] | None = None) -> Hit:
     src: dict[str, Any] = {"chunk_id": cid, "text": f"text of {cid}"}
     if embedding is not None:
         src["embedding"] = embedding
-    return Hit(chunk_id=cid, source=src, fused=1.0 / rank, rank=rank)
+    return Hit(chunk_id=cid, source=src, fused=1.0 / rank, rank=rank, named=frozenset(named or ()))
 
 
-def test_the_request_asks_the_question_through_ru_search_with_statistics_and_the_texts_plain() -> None:
-    body = gate.termvectors_body("гарантия на TEA15?", ["первый текст", "второй"])
-    q, *docs = body["docs"]
-    assert q["doc"] == {"text": "гарантия на TEA15?"}
-    assert q["per_field_analyzer"] == {"text": "ru_search"}
-    assert q["term_statistics"] is True and q["field_statistics"] is True
-    assert [d["doc"]["text"] for d in docs] == ["первый текст", "второй"]
-    for d in body["docs"]:
-        assert d["fields"] == ["text"] and d["positions"] is False and d["offsets"] is False
-    for d in docs:
-        assert d["term_statistics"] is False and "per_field_analyzer" not in d
+def analyzed(*tokens: tuple[str, int]) -> dict[str, Any]:
+    """An ``_analyze`` response: (token, start offset) pairs."""
+    return {"tokens": [{"token": t, "start_offset": o, "end_offset": o + 1} for t, o in tokens]}
+
+
+def df_response(doc_count: int, dfs: list[int]) -> dict[str, Any]:
+    return {
+        "aggregations": {
+            gate.DF_AGG: {"doc_count": doc_count, "df": {"buckets": [{"doc_count": d} for d in dfs]}}
+        }
+    }
+
+
+def test_the_question_is_analyzed_by_ru_search_and_tokens_go_back_to_their_words_by_offset() -> None:
+    words = ["гарантия", "на", "LAMP-LIGHT?"]
+    body = gate.analyze_body(words)
+    assert body == {"analyzer": "ru_search", "text": "гарантия на LAMP-LIGHT?"}
+    # offsets: гарантия 0, на 9, LAMP-LIGHT? 12 (the whole code, then its parts)
+    got = gate.parse_analyze(analyzed(("гарант", 0), ("lamp-light", 12), ("lamp", 12), ("light", 17)), words)
+    assert got == {"гарантия": ("гарант",), "на": (), "LAMP-LIGHT?": ("lamp-light", "lamp", "light")}
+
+
+def test_word_terms_cache_is_per_index_bounded_and_keeps_order() -> None:
+    cache = gate.WordTerms(max_words=3)
+    assert cache.missing("i1", ["a", "b"]) == ["a", "b"]
+    cache.put("i1", {"a": ("x",), "b": ("y", "x")})
+    assert cache.missing("i1", ["a", "b", "c"]) == ["c"]
+    assert cache.missing("i2", ["a"]) == ["a"]  # another index: its analyzer may differ
+    assert cache.terms("i1", ["b", "a"]) == ["y", "x"]
+    cache.put("i1", {"c": ()})
+    cache.put("i1", {"d": ("z",)})  # the least recently used word goes
+    assert len(cache.missing("i1", ["a", "b", "c", "d"])) == 1
+
+
+def test_probes_are_named_zero_boost_terms_and_codes_are_probed_too() -> None:
+    terms = gate.probe_terms(["гарант", "tea15"], "гарантия на TEA15 и LAMP-LIGHT")
+    assert terms == ["гарант", "tea15", "lamp-light"]
+    clauses = gate.probe_clauses(terms)
+    assert clauses[0] == {
+        "term": {"text": {"value": "гарант", "boost": 0.0, "_name": gate.PROBE_PREFIX + "гарант"}}
+    }
+    aggs = gate.evidence_aggs(["гарант", "tea15"])[gate.DF_AGG]
+    assert aggs["global"] == {}
+    assert aggs["aggs"]["df"]["filters"]["filters"] == [
+        {"term": {"text": "гарант"}},
+        {"term": {"text": "tea15"}},
+    ]
+
+
+def test_parse_evidence_reads_idf_weights_and_each_hits_probed_terms() -> None:
+    hits = [
+        hit("a", 1, named={gate.PROBE_PREFIX + "гарант", "someone-elses-name"}),
+        hit("b", 2),
+    ]
+    a = parse_evidence(df_response(100, [2, 1, 50]), ["гарант", "tea15", "лампа"], hits)
+    assert set(a.weights) == {"гарант", "tea15", "лампа"} and a.doc_count == 100
+    assert a.weights["tea15"] == pytest.approx(idf(1, 100))
+    assert a.weights["tea15"] > a.weights["гарант"] > a.weights["лампа"]
+    assert a.texts == (frozenset({"гарант"}), frozenset())
+    with pytest.raises(ValueError, match="3 terms were asked, 2 came back"):
+        parse_evidence(df_response(100, [2, 1]), ["гарант", "tea15", "лампа"], hits)
+    with pytest.raises(ValueError, match="lacks the osrag_df aggregation"):
+        parse_evidence({}, ["гарант"], hits)
 
 
 def test_idf_is_bm25s_rare_terms_weigh_more_and_it_never_reaches_zero() -> None:
@@ -51,20 +91,8 @@ def test_idf_is_bm25s_rare_terms_weigh_more_and_it_never_reaches_zero() -> None:
     assert idf(0, 100) == pytest.approx(math.log(1 + 100.5 / 0.5))
 
 
-def test_parse_reads_idf_weights_and_each_texts_terms() -> None:
-    resp = {"docs": [tv({"гарант": 2, "tea15": 1, "лампа": 50}, doc_count=100), tv(["гарант", "x"]), tv([])]}
-    a = parse_termvectors(resp, 2)
-    assert set(a.weights) == {"гарант", "tea15", "лампа"} and a.doc_count == 100
-    assert a.weights["tea15"] == pytest.approx(idf(1, 100))
-    assert a.weights["tea15"] > a.weights["гарант"] > a.weights["лампа"]
-    assert a.texts == (frozenset({"гарант", "x"}), frozenset())
-    with pytest.raises(ValueError, match="3 documents were asked, 2 came back"):
-        parse_termvectors({"docs": resp["docs"][:2]}, 2)
-
-
 def test_a_question_of_stop_words_only_has_no_terms_and_no_coverage() -> None:
-    resp = {"docs": [{"term_vectors": {}}, tv(["что"])]}
-    a = parse_termvectors(resp, 1)
+    a = parse_evidence({}, [], [hit("a", 1, named={gate.PROBE_PREFIX + "что"})])
     assert a.weights == {} and term_coverage(a.weights, a.texts[0]) == 0.0
 
 
@@ -152,15 +180,13 @@ def test_a_named_code_no_candidate_holds_is_nothing_relevant_even_with_close_emb
 def test_a_codes_split_pieces_count_only_for_a_text_that_holds_the_whole_code() -> None:
     # ru_search keeps LAMP-LIGHT whole and splits it (lamp, light); the twin LAMP-LIGHT-MINI's text holds
     # the pieces but not the code, so they are no evidence there (else the minimal cut keeps the twin).
-    resp = {
-        "docs": [
-            tv({"lamp-light": 1, "lamp": 2, "light": 2}, doc_count=10),
-            tv(["lamp-light", "lamp", "light", "модел"]),
-            tv(["lamp-light-mini", "lamplightmini", "lamp", "light", "mini"]),
-        ]
-    }
-    a = parse_termvectors(resp, 2)
-    hits = [hit("exact", 1), hit("twin", 2)]
+    terms = ["lamp-light", "lamp", "light"]
+    probe = {t: gate.PROBE_PREFIX + t for t in terms}
+    hits = [
+        hit("exact", 1, named={probe["lamp-light"], probe["lamp"], probe["light"]}),
+        hit("twin", 2, named={probe["lamp"], probe["light"]}),
+    ]
+    a = parse_evidence(df_response(10, [1, 2, 2]), terms, hits)
     gate.annotate("LAMP-LIGHT", a, None, hits)
     assert hits[0].coverage == pytest.approx(1.0) and hits[0].ident_match
     assert hits[1].coverage == 0.0 and not hits[1].ident_match
