@@ -174,6 +174,44 @@ def describe(lock: dict[str, Any]) -> str:
     return f"a reindex ({who}){into} has held the lock since {lock.get('since')}"
 
 
+def lock_state(lock: dict[str, Any] | None) -> str:
+    """Whether the process holding a reindex lock still runs.
+
+    ``"live"``: it runs on this host. ``"dead"``: it does not (or the lock names no
+    process, or it is this very process, whose run failed). ``"unknown"``: it ran on
+    another host, which cannot be checked from here.
+    """
+    if not lock:
+        return "dead"
+    host, pid = lock.get("host"), lock.get("pid")
+    if host is None or not isinstance(pid, int):
+        return "dead"
+    if host != socket.gethostname():
+        return "unknown"
+    if pid == os.getpid():
+        return "dead"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "dead"
+    except PermissionError:
+        return "live"
+    try:  # a killed process whose parent has not reaped it yet still answers kill(pid, 0)
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            if fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                return "dead"
+    except OSError:
+        pass
+    return "live"
+
+
+def writer_alive(w: dict[str, Any]) -> bool:
+    """Whether the process of a registered ingest batch still runs (this process: yes, a thread)."""
+    if w.get("host") == socket.gethostname() and w.get("pid") == os.getpid():
+        return True
+    return lock_state(w) != "dead"
+
+
 # ---------------------------------------------------------------- the writers' register
 def register_writer(cluster: Cluster, alias: str, record: dict[str, Any]) -> None:
     """Enter an ingest batch in the register (before it reads the lock)."""
@@ -241,10 +279,12 @@ __all__ = [
     "describe",
     "ensure_state_index",
     "holder",
+    "lock_state",
     "read_lock",
     "register_writer",
     "release",
     "unregister_writer",
     "update",
+    "writer_alive",
     "writers",
 ]

@@ -2,25 +2,23 @@
 
 Apart from ``admin`` (which installs and names things) because a reindex is a long,
 locked, interruptible job with its own failure handling; it uses ``Admin`` for index
-creation, ``_meta`` and the alias switch.
+creation, ``_meta`` and the alias switch, and ``osrag.copying`` to move the chunks.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import socket
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from osrag import bulk, locking
+from osrag import locking
 from osrag.admin import Admin
-from osrag.embedding import Embedder, embedder_for
-from osrag.errors import BulkIndexError, ConfigError, IndexStateError
-from osrag.names import content_hash, state_index, utcnow, visibility_filter
+from osrag.copying import REEMBED, SERVER_SIDE, IndexCopier
+from osrag.embedding import embedder_for
+from osrag.errors import ConfigError, IndexStateError
+from osrag.locking import describe, lock_state
 from osrag.settings import Settings
 
 
@@ -33,7 +31,7 @@ class ReindexPlan:
     target_model: str
     source_dimension: int | None
     target_dimension: int | None
-    method: str  # "server-side _reindex" | "re-embed in Python"
+    method: str  # copying.SERVER_SIDE or copying.REEMBED
     chunks: int
     documents: int
     stale_target: str | None = None
@@ -44,52 +42,6 @@ class ReindexPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def lock_state(lock: dict[str, Any] | None) -> str:
-    """Whether the process holding a reindex lock still runs.
-
-    ``"live"``: it runs on this host. ``"dead"``: it does not (or the lock names no
-    process, or it is this very process, whose run failed). ``"unknown"``: it ran on
-    another host, which cannot be checked from here.
-    """
-    if not lock:
-        return "dead"
-    host, pid = lock.get("host"), lock.get("pid")
-    if host is None or not isinstance(pid, int):
-        return "dead"
-    if host != socket.gethostname():
-        return "unknown"
-    if pid == os.getpid():
-        return "dead"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "dead"
-    except PermissionError:
-        return "live"
-    try:  # a killed process whose parent has not reaped it yet still answers kill(pid, 0)
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            if fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
-                return "dead"
-    except OSError:
-        pass
-    return "live"
-
-
-_describe_lock = locking.describe
-
-#: How long a reindex waits, before its switch, for ingest batches still writing into the old index.
-WRITERS_WAIT_S = 600.0
-#: Catch-up rounds before the switch is refused (new batches see the lock and stop, so one or two do).
-CATCH_UP_ROUNDS = 5
-
-
-def writer_alive(w: dict[str, Any]) -> bool:
-    """Whether the process of a registered ingest batch still runs (this process: yes, a thread)."""
-    if w.get("host") == socket.gethostname() and w.get("pid") == os.getpid():
-        return True
-    return lock_state(w) != "dead"
 
 
 class Reindexer:
@@ -107,29 +59,11 @@ class Reindexer:
         self.s = settings
         self.admin = admin or Admin(settings)
         self.cluster = self.admin.cluster
-
-    def _visible(self) -> list[dict[str, Any]]:
-        """The visibility clause; none before the first ingest has created the state index
-        (a terms lookup into a missing index fails the whole query, and nothing is hidden yet)."""
-        exists = self.cluster.call(
-            "check state index", self.cluster.client.indices.exists, index=state_index(self.s.alias)
-        )
-        return [visibility_filter(self.s.alias)] if exists else []
+        self.copier = IndexCopier(self.cluster, settings.alias)
 
     def counts(self, index: str) -> tuple[int, int]:
         """(documents, chunks) readers can see in ``index``."""
-        resp = self.cluster.call(
-            "count",
-            self.cluster.client.search,
-            index=index,
-            body={
-                "size": 0,
-                "track_total_hits": True,
-                "query": {"bool": {"filter": self._visible()}},
-                "aggs": {"docs": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}},
-            },
-        )
-        return int(resp["aggregations"]["docs"]["value"]), int(resp["hits"]["total"]["value"])
+        return self.copier.counts(index)
 
     def plan(self, model_name: str | None = None) -> ReindexPlan:
         source = self.admin.require_index()
@@ -152,7 +86,7 @@ class Reindexer:
             target_model=target_model,
             source_dimension=meta.get("dimension"),
             target_dimension=emb.dimension,
-            method="server-side _reindex" if same else "re-embed in Python",
+            method=SERVER_SIDE if same else REEMBED,
             chunks=chunks,
             documents=docs,
             stale_target=lock.get("target"),
@@ -188,12 +122,9 @@ class Reindexer:
             target = self.admin.create_index(embedder=emb)
             plan.target = target
             locking.update(self.cluster, self.s.alias, token, target=target)
-            if plan.method == "server-side _reindex":
-                self._server_side(source, target)
-            else:
-                self._reembed(source, target, emb, plan.chunks, progress)
+            self.copier.copy(source, target, emb, plan.method, plan.chunks, progress)
             self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
-            plan.caught_up = self._catch_up(source, target, emb, plan.method, since)
+            plan.caught_up = self.copier.catch_up(source, target, emb, plan.method, since)
             self.verify(source, target)
             self.admin.update_meta(
                 target,
@@ -201,8 +132,8 @@ class Reindexer:
                 previous_index=source,
                 reindexed_from=source,
                 # A server-side copy keeps the source's chunks as they are: they carry content_hash
-                # only if the source's did. Re-embedded chunks get it (_embed_batch).
-                content_hash=plan.method != "server-side _reindex" or bool(meta.get("content_hash")),
+                # only if the source's did. Re-embedded chunks get it (copying.reembedded).
+                content_hash=plan.method != SERVER_SIDE or bool(meta.get("content_hash")),
                 # Both methods copy token_count as the source counted it (re-embedding keeps the text).
                 token_counter=meta.get("token_counter")
                 or {"name": meta.get("embedding_model"), "kind": "embedding-model", "fingerprint": None},
@@ -238,10 +169,10 @@ class Reindexer:
             lock = held.lock
             state = lock_state(lock)
             if state == "live":
-                raise IndexStateError(f"{_describe_lock(lock)} and is still running") from held
+                raise IndexStateError(f"{describe(lock)} and is still running") from held
             if state == "unknown":
                 raise IndexStateError(
-                    f"{_describe_lock(lock)}; whether it still runs cannot be checked from this host. "
+                    f"{describe(lock)}; whether it still runs cannot be checked from this host. "
                     "If it does not, `osrag reindex --abort` drops its half-built index and the lock"
                 ) from held
             # A killed run left a half-built index: it never had the alias, so drop it.
@@ -250,115 +181,6 @@ class Reindexer:
         record = locking.holder()
         locking.acquire(self.cluster, self.s.alias, record)
         return record
-
-    # ---- catching up with ingests that overlapped the copy --------------------------------
-    def _catch_up(self, source: str, target: str, emb: Embedder, method: str, since: dt.datetime) -> int:
-        """Copy again every document an ingest wrote into ``source`` since ``since`` whose visible
-        versions differ in ``target``; returns how many. Waits for batches still writing first
-        (they registered before the lock); refuses the switch when writes keep coming."""
-        deadline = time.monotonic() + WRITERS_WAIT_S
-        mark = since - dt.timedelta(seconds=locking.CLOCK_MARGIN_S)
-        copied: set[str] = set()
-        for _ in range(CATCH_UP_ROUNDS):
-            self._wait_for_writers(source, deadline)
-            next_mark = utcnow() - dt.timedelta(seconds=locking.CLOCK_MARGIN_S)
-            stale = self._differing(source, target, self._written_since(source, mark))
-            if not stale:
-                return len(copied)
-            self._recopy(source, target, emb, method, stale)
-            copied.update(stale)
-            mark = next_mark
-        raise IndexStateError(
-            f"ingests kept writing into {source} during the reindex ({len(copied)} document(s) copied "
-            f"again in {CATCH_UP_ROUNDS} rounds); alias not switched"
-        )
-
-    def _wait_for_writers(self, source: str, deadline: float) -> None:
-        while True:
-            live = []
-            for w in locking.writers(self.cluster, self.s.alias):
-                if writer_alive(w):
-                    live.append(w)
-                else:  # killed mid-batch: its chunks stay hidden; it will never leave by itself
-                    locking.unregister_writer(self.cluster, self.s.alias, str(w.get("token")))
-            if not live:
-                return
-            if time.monotonic() > deadline:
-                who = ", ".join(f"pid {w.get('pid')} on {w.get('host')}" for w in live[:3])
-                raise IndexStateError(
-                    f"{len(live)} ingest batch(es) still writing into {source} ({who}); alias not switched"
-                )
-            time.sleep(0.5)
-
-    def _written_since(self, index: str, mark: dt.datetime) -> list[str]:
-        """doc_ids with chunks (visible or not) ingested into ``index`` at or after ``mark``."""
-        out: list[str] = []
-        after: dict[str, Any] | None = None
-        while True:
-            comp: dict[str, Any] = {"size": 1000, "sources": [{"d": {"terms": {"field": "doc_id"}}}]}
-            if after:
-                comp["after"] = after
-            resp = self.cluster.call(
-                "documents written during the reindex",
-                self.cluster.client.search,
-                index=index,
-                body={
-                    "size": 0,
-                    "query": {"range": {"ingested_at": {"gte": mark.isoformat()}}},
-                    "aggs": {"docs": {"composite": comp}},
-                },
-                params={"request_cache": "false"},
-            )
-            agg = resp["aggregations"]["docs"]
-            out += [b["key"]["d"] for b in agg["buckets"]]
-            after = agg.get("after_key")
-            if not agg["buckets"] or not after:
-                return out
-
-    def _versions(self, index: str, doc_ids: Sequence[str]) -> dict[str, set[str]]:
-        resp = self.cluster.call(
-            "compare versions",
-            self.cluster.client.search,
-            index=index,
-            body={
-                "size": 0,
-                "query": {"bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, *self._visible()]}},
-                "aggs": {
-                    "d": {
-                        "terms": {"field": "doc_id", "size": len(doc_ids)},
-                        "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}},
-                    }
-                },
-            },
-            params={"request_cache": "false"},
-        )
-        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
-
-    def _differing(self, source: str, target: str, doc_ids: Sequence[str]) -> list[str]:
-        out: list[str] = []
-        for i in range(0, len(doc_ids), 1000):
-            part = list(doc_ids[i : i + 1000])
-            a, b = self._versions(source, part), self._versions(target, part)
-            out += [d for d in part if a.get(d, set()) != b.get(d, set())]
-        return out
-
-    def _recopy(self, source: str, target: str, emb: Embedder, method: str, doc_ids: Sequence[str]) -> None:
-        """Replace ``doc_ids`` in ``target`` by their visible chunks in ``source``."""
-        for i in range(0, len(doc_ids), 1000):
-            only = [{"terms": {"doc_id": list(doc_ids[i : i + 1000])}}]
-            self.cluster.call(
-                "drop stale copies",
-                self.cluster.client.delete_by_query,
-                index=target,
-                body={"query": {"bool": {"filter": only}}},
-                refresh=True,
-                conflicts="proceed",
-            )
-            if method == "server-side _reindex":
-                self._server_side(source, target, only)
-            else:
-                self._reembed(source, target, emb, 0, None, only)
-        self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
 
     def _drop_half_built(self, source: str, lock: dict[str, Any]) -> str | None:
         stale = lock.get("target")
@@ -397,76 +219,10 @@ class Reindexer:
         if not lock:
             return None
         if lock_state(lock) == "live":
-            raise IndexStateError(f"{_describe_lock(lock)} and is still running; stop it before aborting")
+            raise IndexStateError(f"{describe(lock)} and is still running; stop it before aborting")
         self._drop_half_built(source, lock)
         locking.release(self.cluster, self.s.alias, str(lock.get("token")))
         return dict(lock)
-
-    def _server_side(self, source: str, target: str, only: list[dict[str, Any]] | None = None) -> None:
-        body = {
-            "source": {"index": source, "query": {"bool": {"filter": [*self._visible(), *(only or [])]}}},
-            "dest": {"index": target},
-        }
-        resp = self.cluster.call(
-            "_reindex",
-            self.cluster.client.reindex,
-            body=body,
-            refresh=True,
-            wait_for_completion=True,
-            request_timeout=3600,
-        )
-        if resp.get("failures"):
-            raise IndexStateError(f"_reindex into {target} failed: {resp['failures'][:3]}")
-
-    def _reembed(
-        self,
-        source: str,
-        target: str,
-        emb: Embedder,
-        total: int,
-        progress: Callable[[int, int], None] | None,
-        only: list[dict[str, Any]] | None = None,
-    ) -> None:
-        from opensearchpy.helpers import scan
-
-        client = self.cluster.client
-        query = {
-            "query": {"bool": {"filter": [*self._visible(), *(only or [])]}},
-            "_source": {"excludes": ["embedding"]},
-        }
-        done = 0
-
-        def actions() -> Any:
-            nonlocal done
-            batch: list[dict[str, Any]] = []
-            for hit in scan(client, index=source, query=query, size=200, preserve_order=False):
-                batch.append(hit)
-                if len(batch) >= 64:
-                    yield from self._embed_batch(batch, target, emb)
-                    done += len(batch)
-                    batch = []
-                    if progress:
-                        progress(done, total)
-            if batch:
-                yield from self._embed_batch(batch, target, emb)
-                done += len(batch)
-                if progress:
-                    progress(done, total)
-
-        failed = bulk.write(self.cluster, actions(), "re-embedding bulk")
-        if failed:
-            raise BulkIndexError(
-                f"re-embedding into {target} left items unwritten; alias not switched", failed
-            )
-
-    @staticmethod
-    def _embed_batch(batch: list[dict[str, Any]], target: str, emb: Embedder) -> Any:
-        vecs = emb.encode_passages([h["_source"].get("text", "") for h in batch])
-        for h, v in zip(batch, vecs):
-            src = dict(h["_source"])
-            src["embedding"] = [float(x) for x in v]
-            src["content_hash"] = content_hash(str(src.get("body") or src.get("text", "")))
-            yield {"_op_type": "index", "_index": target, "_id": h["_id"], "_source": src}
 
     def verify(self, source: str, target: str) -> None:
         """Counts match and a sample of queries finds results in the new index."""
@@ -507,7 +263,7 @@ class Reindexer:
         lock = locking.read_lock(self.cluster, self.s.alias)
         if lock and lock_state(lock) != "dead":
             # Its switch would take the alias away from the index rolled back to.
-            raise IndexStateError(f"{_describe_lock(lock)}; roll back once it has finished")
+            raise IndexStateError(f"{describe(lock)}; roll back once it has finished")
         previous = meta.get("previous_index")
         if not previous:
             raise IndexStateError(f"{current} records no previous index to roll back to")

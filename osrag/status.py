@@ -8,9 +8,9 @@ from typing import Any
 from osrag import templates
 from osrag.admin import Admin
 from osrag.capabilities import fusion_in_use
-from osrag.locking import read_lock
+from osrag.locking import lock_state, read_lock
 from osrag.names import PIPELINES, age_seconds
-from osrag.reindex import Reindexer, lock_state
+from osrag.reindex import Reindexer
 from osrag.settings import Settings
 
 
