@@ -1,0 +1,71 @@
+"""The ``osrag`` command: a thin shell over the library API.
+
+One module per group of commands: ``dev`` (a local node), ``admin`` (install, reindex,
+rollback, cleanup, status), ``ingest``, ``read`` (search, section, analyze) and
+``evaluate`` (demo, eval); this module assembles them and runs them.
+
+Every ``OsragError`` becomes one line on stderr and a non-zero exit; tracebacks
+are kept for bugs (``OSRAG_DEBUG=1`` shows them for osrag errors too).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from osrag import __version__
+from osrag.cli import admin, dev, evaluate, ingest, read
+from osrag.errors import InvalidSetting, OsragError
+
+
+@click.group()
+@click.version_option(__version__, prog_name="osrag")
+def cli() -> None:
+    """osrag: hybrid (BM25 + kNN, RRF) retrieval for Russian RAG on OpenSearch."""
+
+
+for _command in (
+    dev.dev,
+    admin.install,
+    admin.reindex,
+    admin.rollback,
+    admin.cleanup,
+    admin.status,
+    ingest.ingest,
+    read.analyze,
+    read.search,
+    read.section,
+    evaluate.demo,
+    evaluate.eval_cmd,
+):
+    cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="osrag", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except InvalidSetting as exc:  # a bad OSRAG_* value: a usage error, like click's exit 2
+        if os.environ.get("OSRAG_DEBUG"):
+            raise
+        click.echo(f"osrag: error: {exc}", err=True)
+        sys.exit(2)
+    except OsragError as exc:
+        if os.environ.get("OSRAG_DEBUG"):
+            raise
+        click.echo(f"osrag: error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,224 @@
+"""The admin commands: install (and roles), reindex, rollback, cleanup, status."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from osrag.cli.common import echo_json
+from osrag.settings import load_settings
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Only report drift between files and cluster; exit 1 if any.")
+@click.option(
+    "--embedding-model",
+    default=None,
+    help="Model for a newly created index (default: OSRAG_EMBEDDING_MODEL).",
+)
+@click.option(
+    "--roles",
+    is_flag=True,
+    help="Also create the alias's least-privilege roles (reader, writer, admin) via the security API.",
+)
+@click.option(
+    "--dls-groups",
+    default=None,
+    metavar="G1,G2",
+    help="With --roles: one document-level-security role per ACL group (public + that group's chunks).",
+)
+@click.option(
+    "--dls-groups-from-index",
+    is_flag=True,
+    help="With --roles: a DLS role for every ACL group the alias's chunks name.",
+)
+@click.option(
+    "--map-user",
+    "map_users",
+    multiple=True,
+    metavar="ROLE=USER",
+    help="With --roles: map USER to ROLE (reader, writer, admin, dls:GROUP or a full role name).",
+)
+def install(
+    check: bool,
+    embedding_model: str | None,
+    roles: bool,
+    dls_groups: str | None,
+    dls_groups_from_index: bool,
+    map_users: tuple[str, ...],
+) -> None:
+    """Install index templates and search pipelines; create the first index and alias.
+
+    With --roles (run as a user allowed to use the security REST API) also the roles of
+    the alias; see osrag.roles for what each may do.
+    """
+    from osrag.admin import Admin
+    from osrag.roles import parse_groups
+
+    if not roles and (dls_groups or dls_groups_from_index or map_users):
+        raise click.UsageError("--dls-groups, --dls-groups-from-index and --map-user go with --roles")
+    if roles and check:
+        raise click.UsageError("--check only reports drift; it does not take --roles")
+    groups = parse_groups(dls_groups)
+    s = load_settings()
+    if embedding_model:
+        s = s.model_copy(update={"embedding_model": embedding_model})
+    admin = Admin(s)
+    if check:
+        drifts = admin.check()
+        for d in drifts:
+            click.echo(str(d))
+        if drifts:
+            sys.exit(1)
+        click.echo(f"in sync: templates, pipelines and alias {s.alias}")
+        return
+    result = admin.install()
+    if result["created_index"]:
+        click.echo(f"created index {result['created_index']} behind alias {s.alias}")
+    click.echo(f"installed templates and pipelines for {s.alias} -> {result['index']}")
+    if roles:
+        from osrag.roles import install_roles
+
+        report = install_roles(admin.cluster, s.alias, groups, dls_groups_from_index, map_users)
+        for name, outcome in report.roles.items():
+            click.echo(f"role {name}: {outcome}")
+        for role, user in report.mapped:
+            click.echo(f"mapped user {user} to role {role}")
+        if dls_groups_from_index and not report.groups:
+            click.echo(f"no ACL groups in {s.alias}: no DLS roles")
+
+
+@click.command()
+@click.option(
+    "--embedding-model",
+    default=None,
+    help="Move the corpus to this model (default: OSRAG_EMBEDDING_MODEL, else the index's own).",
+)
+@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
+@click.option(
+    "--abort",
+    is_flag=True,
+    help="Drop the half-built index of a reindex that no longer runs and release its lock.",
+)
+@click.option("--json", "as_json", is_flag=True)
+def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bool) -> None:
+    """Build a new index from the current template, verify it, switch the alias atomically."""
+    from osrag.progress import Progress
+    from osrag.reindex import Reindexer
+    from osrag.templates import TEMPLATE_VERSION
+
+    if abort and (dry_run or embedding_model):
+        raise click.UsageError("--abort takes no --dry-run or --embedding-model")
+    r = Reindexer(load_settings())
+    if abort:
+        released = r.abort()
+        if as_json:
+            echo_json({"aborted": released is not None, "lock": released})
+        elif released is None:
+            click.echo(f"no reindex lock on {r.admin.require_index()}: nothing to abort")
+        else:
+            click.echo(
+                f"aborted the reindex into {released.get('target')}: its index is deleted and the lock "
+                "released; ingest works again"
+            )
+        return
+    if dry_run:
+        plan = r.plan(embedding_model)
+        if as_json:
+            echo_json(plan.as_dict())
+            return
+        click.echo(f"alias {plan.alias}: {plan.source} ({plan.source_model}, dim {plan.source_dimension})")
+        click.echo(
+            f"  -> new index from template v{TEMPLATE_VERSION} "
+            f"with {plan.target_model} (dim {plan.target_dimension})"
+        )
+        click.echo(f"  method: {plan.method}; {plan.documents} documents, {plan.chunks} chunks to copy")
+        if plan.stale_target and plan.lock_state == "live":
+            click.echo(f"  a reindex into {plan.stale_target} is still running: a run now would be refused")
+        elif plan.stale_target and plan.lock_state == "unknown":
+            click.echo(
+                f"  a reindex on another host holds the lock (into {plan.stale_target}): a run now would be "
+                "refused; `osrag reindex --abort` if it no longer runs"
+            )
+        elif plan.stale_target:
+            click.echo(f"  a killed earlier run left {plan.stale_target}: it will be deleted")
+        click.echo(
+            "  then: verify counts and sample queries, switch the alias in one request, keep the old index"
+        )
+        return
+    with Progress("chunk", quiet=as_json) as bar:
+        plan = r.run(embedding_model, progress=bar.update_to)
+    if as_json:
+        echo_json(plan.as_dict())
+    else:
+        click.echo(
+            f"alias {plan.alias} now -> {plan.target} ({plan.method}, {plan.chunks} chunks); "
+            f"previous {plan.source} kept for `osrag rollback`"
+        )
+
+
+@click.command()
+def rollback() -> None:
+    """Point the alias back to the previous index."""
+    from osrag.reindex import Reindexer
+
+    s = load_settings()
+    current, previous = Reindexer(s).rollback()
+    click.echo(f"alias {s.alias}: {current} -> {previous}")
+
+
+@click.command()
+@click.option(
+    "--keep", type=int, default=1, show_default=True, help="Old indices to keep besides the live one."
+)
+def cleanup(keep: int) -> None:
+    """Delete old indices of the alias; never the one it points to."""
+    from osrag.reindex import Reindexer
+
+    deleted = Reindexer(load_settings()).cleanup(keep)
+    click.echo("deleted: " + (", ".join(deleted) if deleted else "nothing"))
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def status(as_json: bool) -> None:
+    """Cluster, alias, index, model, counts, freshness and drift."""
+    from osrag.status import status as get_status
+
+    st = get_status(load_settings())
+    if as_json:
+        echo_json(st)
+        return
+    c = st["cluster"]
+    click.echo(
+        f"cluster: OpenSearch {c['version']} at {c['url']} · {c['health']} · plugins: {', '.join(c['plugins'])}"
+    )
+    caps = st["capabilities"]
+    click.echo(f"server features in use: {', '.join(caps['in_use']) or 'none'} · fusion: {caps['fusion']}")
+    for line in caps["adapted"]:
+        click.echo(f"  adapted: {line}")
+    lay = st["layout"]
+    click.echo(
+        f"shards/replicas: settings {lay['settings']['shards']}/{lay['settings']['replicas']}"
+        + (f" · index {lay['index']['shards']}/{lay['index']['replicas']}" if lay["index"] else "")
+    )
+    if not st["index"]:
+        click.echo(f"alias {st['alias']}: no index (run `osrag install`)")
+    else:
+        age = st["last_ingest_age_s"]
+        click.echo(f"alias {st['alias']} -> {st['index']}")
+        click.echo(f"model: {st['embedding_model']} (dim {st['dimension']}) · fusion: {st['fusion']}")
+        click.echo(
+            f"documents: {st['documents']} · chunks: {st['chunks']} · last ingest: "
+            f"{st['last_ingest_at'] or 'never'}" + (f" ({age / 3600:.1f} h ago)" if age is not None else "")
+        )
+        if st["previous_index"]:
+            click.echo(f"previous index (rollback): {st['previous_index']}")
+        if st["reindex_lock"]:
+            click.echo(f"reindex lock: {st['reindex_lock']}")
+    tv = st["template_version"]
+    click.echo(f"template version: files {tv['files']} · cluster {tv['cluster']}")
+    click.echo("drift: " + ("none" if not st["drift"] else ""))
+    for d in st["drift"]:
+        click.echo(f"  {d}")

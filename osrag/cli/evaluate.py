@@ -1,0 +1,148 @@
+"""``osrag demo`` (the main job end to end) and ``osrag eval`` (the report on every set)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from osrag.cli.common import echo_json
+from osrag.settings import load_settings
+
+DEMO_QUESTION = "можно ли вернуть открытую пачку чая, если не понравился вкус?"
+
+
+@click.command()
+@click.option("--question", default=DEMO_QUESTION, show_default=True)
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Documents to ingest (default: the golden sample corpus).",
+)
+@click.option("--budget", type=int, default=600, show_default=True)
+def demo(question: str, corpus: str | None, budget: int) -> None:
+    """The main job end to end on the local default: node, templates, ingest, a Russian question.
+
+    Runs offline: embeddings from navec:news-300d (built from the natasha
+    package), no reranker (no trained cross-encoder is reachable offline).
+    """
+    from importlib import resources
+    from pathlib import Path
+
+    from osrag.access import PUBLIC
+    from osrag.admin import Admin
+    from osrag.devnode import DevNode
+    from osrag.envelope import render_text
+    from osrag.indexing import Ingester
+    from osrag.search import SearchClient
+    from osrag.settings import LOCAL_EMBEDDING_MODEL
+
+    s = load_settings()
+    say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
+    if s.url == DevNode(s).url:
+        st = DevNode(s, log=say).up()
+        say(f"OpenSearch {st.version} ready at {st.url} ({st.health}; plugins: {', '.join(st.plugins)})")
+    s = s.model_copy(update={"embedding_model": s.embedding_model or LOCAL_EMBEDDING_MODEL, "rerank": False})
+    admin = Admin(s)
+    result = admin.install()
+    say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
+    # The sample corpus ships inside the package, so the demo runs from a wheel too.
+    path = Path(corpus) if corpus else Path(str(resources.files("osrag").joinpath("sample_corpus")))
+    # The demo owns its corpus: the same files from another checkout or venv replace their
+    # earlier copies instead of being refused as "doc_id taken" (a user corpus stays guarded).
+    report = Ingester(s, admin=admin, replace=corpus is None).ingest([path])
+    say(
+        f"ingested {path}: {report.indexed} indexed, {report.skipped} unchanged, {len(report.failed)} failed, "
+        f"{report.chunks} chunks"
+    )
+    for failed_path, reason in report.failed:
+        say(f"failed: {failed_path}: {reason}")
+    # The sample corpus is public; a demo shows what anyone may read.
+    env = SearchClient(s, principal=PUBLIC).search(question, budget_tokens=budget)
+    click.echo(f"\nВопрос: {question}\n")
+    click.echo(render_text(env))
+    if report.failed:
+        sys.exit(1)  # the answer above is shown, but a lost document is not a pass
+
+
+# ------------------------------------------------------------------------- eval
+@click.command("eval")
+@click.argument("golden", type=click.Path(exists=True, dir_okay=False), default="golden/golden.jsonl")
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/*.tsv); repeatable.",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Corpus directory of the golden file (default: corpus/ beside it).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where to write results.json, REPORT.md and the PNGs (default: report/ beside the golden file).",
+)
+@click.option("--budget", type=int, default=1500, show_default=True, help="Budget of the stage-latency line.")
+@click.option("--depth", type=int, default=40, show_default=True)
+@click.option("--limit", type=int, default=None, help="Sample at most N questions per set (quick runs).")
+@click.option(
+    "--test",
+    "stat_test",
+    type=click.Choice(["fisher", "student"]),
+    default="fisher",
+    show_default=True,
+    help="Paired significance test against the baseline.",
+)
+@click.option("--workers", type=int, default=4, show_default=True, help="Questions in flight at once.")
+@click.option("--json", "as_json", is_flag=True)
+def eval_cmd(
+    golden: str,
+    datasets: tuple[str, ...],
+    corpus: str | None,
+    out_dir: str | None,
+    budget: int,
+    depth: int,
+    limit: int | None,
+    stat_test: str,
+    workers: int,
+    as_json: bool,
+) -> None:
+    """Evaluate the golden set and any BEIR sets side by side: one report, every set."""
+    from pathlib import Path
+
+    from osrag import evaluation as ev
+    from osrag.progress import Progress
+
+    gp = Path(golden)
+    cfg = ev.EvalConfig(
+        golden=gp,
+        corpus=Path(corpus) if corpus else None,
+        datasets=tuple(Path(d) for d in datasets),
+        out_dir=Path(out_dir) if out_dir else gp.parent / "report",
+        budget=budget,
+        depth=depth,
+        limit=limit,
+        stat_test=stat_test,
+        workers=workers,
+    )
+    # Each log line is a finished step (an index built, a configuration scored, a set done): on a
+    # terminal a bar counts them beneath the lines; elsewhere the lines alone, as before.
+    with Progress("step", quiet=as_json) as bar:
+
+        def log(message: str) -> None:
+            bar.write(f"eval: {message}")
+            bar.advance()
+
+        report = ev.run(load_settings(), cfg, log=log)
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(ev.format_table(report))
+        click.echo(f"written: {cfg.out_dir}/REPORT.md, results.json, recall_vs_budget_*.png")
