@@ -24,8 +24,9 @@ from osrag.envelope import Envelope, Passage
 from osrag.errors import OsragError
 from osrag.query import parse_filters
 from osrag.rerank import Reranker
-from osrag.search import Call, QuerySteps, Retrieval, Steps, Work
+from osrag.search import QuerySteps, Retrieval
 from osrag.settings import Settings
+from osrag.steps import Call, Steps, Work
 
 __all__ = ["AsyncSearchClient"]
 
@@ -85,7 +86,7 @@ class AsyncSearchClient(QuerySteps):
             return await fn(**step.kwargs)
 
     async def _run(self, steps: Steps[T]) -> T:
-        """``osrag.search.run_steps`` with each answer awaited."""
+        """``osrag.steps.run_steps`` with each answer awaited."""
         try:
             step = next(steps)
             while True:

@@ -17,9 +17,9 @@ import functools
 import operator
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from osrag import counting, gate, ranking
 from osrag.access import Principal, require_principal
@@ -28,7 +28,7 @@ from osrag.budget import SelectionConfig
 from osrag.capabilities import Capabilities, adapt_search_body, from_responses
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Envelope, Passage, RerankInfo
-from osrag.errors import ClusterError, IndexStateError, InputError, ModelError, OsragError
+from osrag.errors import ClusterError, IndexStateError, InputError, ModelError
 from osrag.names import pipeline_name, state_index
 from osrag.query import (
     MAX_QUESTION_CHARS,
@@ -47,10 +47,9 @@ from osrag.query import (
 )
 from osrag.rerank import Reranker
 from osrag.settings import Settings, load_settings
+from osrag.steps import Call, Steps, T, Work, run_steps
 
 __all__ = ["MAX_QUESTION_CHARS", "Call", "Hit", "QuerySteps", "Retrieval", "SearchClient", "Work"]
-
-T = TypeVar("T")
 
 #: Models and their tokenizers are loaded once per process and shared by every client, and a
 #: Hugging Face fast tokenizer is not safe to call from two threads at once (a call with
@@ -58,49 +57,6 @@ T = TypeVar("T")
 #: question, the cross-encoder, counting tokens -- therefore runs one at a time; the async
 #: client's other steps (requests, the gate) go on meanwhile.
 MODEL_WORK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class Call:
-    """One OpenSearch request: a dotted client method (``"search"``, ``"indices.get_mapping"``),
-    its keyword arguments, and what to call it in an error line. Both opensearch-py clients
-    have the same methods, so one ``Call`` serves the sync and the async driver."""
-
-    what: str
-    method: str
-    kwargs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Work:
-    """CPU-bound work (embedding, cross-encoder, selection): inline when sync, a thread when async."""
-
-    fn: Callable[[], Any]
-
-
-#: A query-path generator: yields steps, is sent their results, returns ``T``.
-Steps = Generator[Call | Work, Any, T]
-
-
-def run_steps(steps: Steps[T], answer: Callable[[Call | Work], Any]) -> T:
-    """Drive ``steps`` to the end, answering each with ``answer`` (the sync driver).
-
-    An ``OsragError`` raised while answering is thrown into the generator at the step that
-    asked, so the path handles a refused request where it made it (e.g. a moved alias).
-    """
-    try:
-        step = next(steps)
-        while True:
-            try:
-                result = answer(step)
-            except OsragError as exc:
-                step = steps.throw(exc)
-            else:
-                step = steps.send(result)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    finally:
-        steps.close()
 
 
 def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], dict[str, Any]]:
