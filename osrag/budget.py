@@ -209,7 +209,10 @@ def _containment(wa: Sequence[str], wb: Sequence[str]) -> float:
     if not wa or not wb:
         return 0.0
     n = min(SHINGLE_SIZE, len(wa), len(wb))
-    sa, sb = _shingles(wa, n), _shingles(wb, n)
+    return _set_containment(_shingles(wa, n), _shingles(wb, n))
+
+
+def _set_containment(sa: set[tuple[str, ...]], sb: set[tuple[str, ...]]) -> float:
     return len(sa & sb) / min(len(sa), len(sb))
 
 
@@ -251,6 +254,7 @@ class _Walk:
     slot_free: bool
     units: dict[int, np.ndarray | None] = field(default_factory=dict)
     words: dict[int, list[str]] = field(default_factory=dict)
+    shingles: dict[tuple[int, int], set[tuple[str, ...]]] = field(default_factory=dict)
     selected: list[int] = field(default_factory=list)
     spent: int = 0
     left: dict[int, LeftOut] = field(default_factory=dict)
@@ -275,6 +279,19 @@ class _Walk:
             self.words[i] = _words(self.cands[i].text)
         return self.words[i]
 
+    def _shingles(self, i: int, n: int) -> set[tuple[str, ...]]:
+        if (i, n) not in self.shingles:
+            self.shingles[(i, n)] = _shingles(self._words(i), n)
+        return self.shingles[(i, n)]
+
+    def _containment(self, i: int, j: int) -> float:
+        """``_containment`` of two candidates' words, each one's shingles made once per walk."""
+        wi, wj = self._words(i), self._words(j)
+        if not wi or not wj:
+            return 0.0
+        n = min(SHINGLE_SIZE, len(wi), len(wj))
+        return _set_containment(self._shingles(i, n), self._shingles(j, n))
+
     def duplicate_of(self, i: int) -> str | None:
         """The best-ranked selected chunk that ``i`` nearly repeats, if any."""
         ui = self._unit(i)
@@ -284,7 +301,7 @@ class _Walk:
             # model, a changed breadcrumb), and different wording can embed alike.
             if ui is not None and uj is not None and float(np.dot(ui, uj)) >= self.cfg.dup_cosine:
                 return self.cands[j].chunk_id
-            if _containment(self._words(i), self._words(j)) >= self.cfg.dup_overlap:
+            if self._containment(i, j) >= self.cfg.dup_overlap:
                 return self.cands[j].chunk_id
         return None
 
