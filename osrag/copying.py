@@ -22,6 +22,7 @@ from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
 from osrag.names import content_hash, state_index, utcnow, visibility_filter
+from osrag.versions import visible_values
 
 #: The two copy methods (``ReindexPlan.method``).
 SERVER_SIDE = "server-side _reindex"
@@ -143,23 +144,7 @@ class IndexCopier:
                 return out
 
     def _versions(self, index: str, doc_ids: Sequence[str]) -> dict[str, set[str]]:
-        resp = self.cluster.call(
-            "compare versions",
-            self.cluster.client.search,
-            index=index,
-            body={
-                "size": 0,
-                "query": {"bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, *self.visible()]}},
-                "aggs": {
-                    "d": {
-                        "terms": {"field": "doc_id", "size": len(doc_ids)},
-                        "aggs": {"v": {"terms": {"field": "version_key", "size": 10}}},
-                    }
-                },
-            },
-            params={"request_cache": "false"},
-        )
-        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
+        return visible_values(self.cluster, index, doc_ids, "version_key", "compare versions", self.visible())
 
     def _differing(self, source: str, target: str, doc_ids: Sequence[str]) -> list[str]:
         out: list[str] = []

@@ -87,27 +87,8 @@ class VersionStore:
         return out
 
     def _visible_values(self, doc_ids: Sequence[str], field: str, what: str) -> dict[str, set[str]]:
-        """doc_id → the distinct values of ``field`` over its visible chunks (one aggregation)."""
-        if not doc_ids:
-            return {}
-        resp = self.cluster.call(
-            what,
-            self.cluster.client.search,
-            index=self.alias,
-            body={
-                "size": 0,
-                "query": {
-                    "bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, visibility_filter(self.alias)]}
-                },
-                "aggs": {
-                    "d": {
-                        "terms": {"field": "doc_id", "size": len(doc_ids)},
-                        "aggs": {"v": {"terms": {"field": field, "size": 10}}},
-                    }
-                },
-            },
-        )
-        return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
+        """Over the chunks readers of the alias see (the hidden list applied)."""
+        return visible_values(self.cluster, self.alias, doc_ids, field, what, [visibility_filter(self.alias)])
 
     def stored_versions(self, index: str, keys: Sequence[str]) -> set[str]:
         """Which of ``keys`` still have chunks stored (hidden or not)."""
@@ -205,6 +186,37 @@ class VersionStore:
         return BatchOutcome(failed, items)
 
 
+def visible_values(
+    cluster: Cluster,
+    index: str,
+    doc_ids: Sequence[str],
+    field: str,
+    what: str,
+    visible: Sequence[dict[str, Any]],
+) -> dict[str, set[str]]:
+    """doc_id → the distinct values of ``field`` over its chunks in ``index`` that pass ``visible``
+    (one aggregation; ingest asks the alias, a reindex compares two concrete indices)."""
+    if not doc_ids:
+        return {}
+    resp = cluster.call(
+        what,
+        cluster.client.search,
+        index=index,
+        body={
+            "size": 0,
+            "query": {"bool": {"filter": [{"terms": {"doc_id": list(doc_ids)}}, *visible]}},
+            "aggs": {
+                "d": {
+                    "terms": {"field": "doc_id", "size": len(doc_ids)},
+                    "aggs": {"v": {"terms": {"field": field, "size": 10}}},
+                }
+            },
+        },
+        params={"request_cache": "false"},
+    )
+    return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
+
+
 def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
     """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out)."""
     md = doc.metadata
@@ -266,4 +278,4 @@ def _same_source(stored: str, new: str) -> bool:
         return False
 
 
-__all__ = ["BatchOutcome", "PreparedDoc", "VersionStore", "chunk_source"]
+__all__ = ["BatchOutcome", "PreparedDoc", "VersionStore", "chunk_source", "visible_values"]
