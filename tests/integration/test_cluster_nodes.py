@@ -159,6 +159,17 @@ def test_three_shards_rank_like_one_shard(make_alias: Any) -> None:
 
 
 # ------------------------------------------------------------------ (b) a node stops during searches
+def top10(hits: list[Any]) -> tuple[tuple[float, ...], frozenset[str]]:
+    """The top 10 as the cluster may legitimately return it from any copy of a shard: the scores
+    in order, and the chunks scored above the 10th score. Chunks of equal score are ordered by
+    Lucene's internal doc id, which differs between a primary and its replica, so which of them
+    comes first (or makes the cut at the 10th place) is not a difference in the answer."""
+    top = hits[:10]
+    scores = tuple(round(h.fused, 4) for h in top)
+    cut = scores[-1] if scores else 0.0
+    return scores, frozenset(h.chunk_id for h in top if round(h.fused, 4) > cut)
+
+
 def test_every_search_succeeds_while_a_node_stops(
     cluster: DevCluster, make_alias: Any, tmp_path: Path
 ) -> None:
@@ -168,7 +179,7 @@ def test_every_search_succeeds_while_a_node_stops(
     assert not rep.failed and rep.indexed > 0
     assert wait_green(s) == "green"
     sc = SearchClient(s, principal=ALL)
-    expected = {q: [h.chunk_id for h in sc.retrieve(q).hits[:10]] for q in QUERIES}
+    expected = {q: top10(sc.retrieve(q).hits) for q in QUERIES}
 
     runs, failed, differed = 0, [], 0
     stopped = threading.Event()
@@ -188,7 +199,7 @@ def test_every_search_succeeds_while_a_node_stops(
             q = QUERIES[runs % len(QUERIES)]
             runs += 1
             try:
-                got = [h.chunk_id for h in sc.retrieve(q).hits[:10]]
+                got = top10(sc.retrieve(q).hits)
                 differed += got != expected[q]
             except Exception as exc:
                 failed.append(f"{type(exc).__name__}: {exc}")
