@@ -13,7 +13,10 @@ steady-state search is one round trip:
   tokenizer splits on whitespace and its filters work token by token, so a word's terms do
   not depend on its neighbours, and ``WordTerms`` keeps them);
 - each term's document frequency (hence its IDF) comes from a ``global`` ``filters``
-  aggregation in the search request (``evidence_aggs``);
+  aggregation in the search request (``evidence_aggs``), asked only for terms whose count
+  this client does not hold for the index's current generation (``DocFreqs``): the
+  aggregation visits every document, so its cost grows with the index, and a repeated term
+  need not pay it again until an ingest changes the counts;
 - which of those terms each candidate holds comes back as the hit's ``matched_queries``:
   one named ``term`` probe per term, with boost 0 so it never changes a score, inside the
   BM25 head (``probe_clauses``), whose ``match`` on the same field already matches every
@@ -30,6 +33,7 @@ import bisect
 import math
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -162,21 +166,90 @@ def matched_terms(hit: Hit) -> frozenset[str]:
     return frozenset(n[len(PROBE_PREFIX) :] for n in hit.named if n.startswith(PROBE_PREFIX))
 
 
-def parse_evidence(resp: Mapping[str, Any], terms: Sequence[str], hits: Sequence[Hit]) -> Analysis:
-    """The ``Analysis`` of a search made with ``evidence_aggs(terms)`` and the probes, for ``hits``
-    (its hits, in order, after any collapsing)."""
-    matched = tuple(matched_terms(h) for h in hits)
-    if not terms:  # a question of stop words only: nothing to weigh
-        return Analysis(weights={}, texts=matched)
+@dataclass(frozen=True)
+class Freqs:
+    """Document frequencies of some terms on one index, and the index's document count."""
+
+    df: Mapping[str, int]
+    doc_count: int
+
+
+def parse_doc_freqs(resp: Mapping[str, Any], asked: Sequence[str]) -> Freqs:
+    """The document frequencies of a search made with ``evidence_aggs(asked)``."""
     agg = (resp.get("aggregations") or {}).get(DF_AGG)
     if agg is None:
         raise ValueError(f"the search response lacks the {DF_AGG} aggregation")
     buckets = list(((agg.get("df") or {}).get("buckets")) or [])
-    if len(buckets) != len(terms):
-        raise ValueError(f"document frequencies for {len(terms)} terms were asked, {len(buckets)} came back")
-    n = int(agg.get("doc_count") or 0)
-    weights = {t: idf(int(b.get("doc_count") or 0), n) for t, b in zip(terms, buckets)}
-    return Analysis(weights=weights, texts=matched, doc_count=n)
+    if len(buckets) != len(asked):
+        raise ValueError(f"document frequencies for {len(asked)} terms were asked, {len(buckets)} came back")
+    return Freqs(
+        {t: int(b.get("doc_count") or 0) for t, b in zip(asked, buckets)}, int(agg.get("doc_count") or 0)
+    )
+
+
+def analysis_of(terms: Sequence[str], freqs: Freqs, hits: Sequence[Hit]) -> Analysis:
+    """The ``Analysis`` of ``hits`` (in order, after any collapsing) for the question's ``terms``,
+    whose document frequencies ``freqs`` holds."""
+    matched = tuple(matched_terms(h) for h in hits)
+    if not terms:  # a question of stop words only: nothing to weigh
+        return Analysis(weights={}, texts=matched)
+    missing = [t for t in terms if t not in freqs.df]
+    if missing:
+        raise ValueError(f"no document frequency for {', '.join(missing)}")
+    n = freqs.doc_count
+    return Analysis(weights={t: idf(freqs.df[t], n) for t in terms}, texts=matched, doc_count=n)
+
+
+def parse_evidence(resp: Mapping[str, Any], terms: Sequence[str], hits: Sequence[Hit]) -> Analysis:
+    """The ``Analysis`` of a search made with ``evidence_aggs(terms)`` and the probes, for ``hits``
+    (its hits, in order, after any collapsing)."""
+    if not terms:
+        return analysis_of(terms, Freqs({}, 0), hits)
+    return analysis_of(terms, parse_doc_freqs(resp, terms), hits)
+
+
+class DocFreqs:
+    """term -> document frequency per index *generation* (the index name and its last ingest
+    time), so a term asked again costs no aggregation until an ingest changes the counts.
+
+    A bounded, thread-safe LRU. An entry is also dropped after ``max_age_s``: writes that do not
+    end an ingest (a delete, an ingest still running) move the counts without a new generation,
+    and the gate's weights may lag them by at most that long.
+    """
+
+    def __init__(self, max_terms: int = 50_000, max_age_s: float = 300.0) -> None:
+        self._max = max_terms
+        self._max_age = max_age_s
+        self._map: OrderedDict[tuple[str, str, str], tuple[int, float]] = OrderedDict()
+        self._counts: dict[tuple[str, str], tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, index: str, generation: str, terms: Sequence[str]) -> tuple[dict[str, int], int | None]:
+        """The cached frequencies among ``terms`` and the cached document count (None: ask all)."""
+        now = time.monotonic()
+        with self._lock:
+            count = self._counts.get((index, generation))
+            if count is None or now - count[1] > self._max_age:
+                return {}, None
+            out: dict[str, int] = {}
+            for t in terms:
+                got = self._map.get((index, generation, t))
+                if got is not None and now - got[1] <= self._max_age:
+                    self._map.move_to_end((index, generation, t))
+                    out[t] = got[0]
+            return out, count[0]
+
+    def put(self, index: str, generation: str, freqs: Freqs) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._counts) > 64:  # generations of indices long gone
+                self._counts.clear()
+            self._counts[(index, generation)] = (freqs.doc_count, now)
+            for t, df in freqs.df.items():
+                self._map[(index, generation, t)] = (df, now)
+                self._map.move_to_end((index, generation, t))
+            while len(self._map) > self._max:
+                self._map.popitem(last=False)
 
 
 def term_coverage(weights: Mapping[str, float], terms: frozenset[str] | set[str]) -> float:

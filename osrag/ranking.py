@@ -108,7 +108,7 @@ def rank_and_select(
             # Rank-derived so that selection walks the final order.
             score=float(len(ordered) - pos),
             kind=h.source.get("kind", "text"),
-            embedding=tuple(h.source["embedding"]) if h.source.get("embedding") else None,
+            embedding=h.source.get("embedding") or None,  # Candidate makes it a tuple of floats
             section_id=h.source.get("section_id"),
         )
         for pos, h in enumerate(ordered)

@@ -106,6 +106,7 @@ class QuerySteps:
         self._caps: Capabilities | None = None
         self._reranker = reranker
         self._word_terms = gate.WordTerms()
+        self._doc_freqs = gate.DocFreqs()
         # Lazily built parts may be asked for from worker threads at once (the async client).
         self._lazy = threading.Lock()
 
@@ -204,16 +205,22 @@ class QuerySteps:
             lexical = lexical_text(question)
             terms: list[str] = []
             probes: list[dict[str, Any]] = []
+            generation = str(meta.get("last_ingest_at"))
+            known: dict[str, int] = {}
+            doc_count: int | None = None
             t0 = time.perf_counter()
             try:
                 if evidence:
                     terms = yield from self._question_terms(index, lexical)
                     probes = gate.probe_clauses(gate.probe_terms(terms, lexical))
+                    known, doc_count = self._doc_freqs.known(index, generation, terms)
                     timings["analyze_question"] = (time.perf_counter() - t0) * 1000
             except ClusterError as exc:
                 if attempt == 0 and missing_index(exc, index):
                     continue
                 raise
+            # Only the terms whose document frequency this client does not hold are counted.
+            asked = [t for t in terms if t not in known] if doc_count is not None else terms
             body = candidates_body(
                 mode,
                 lexical,
@@ -222,7 +229,7 @@ class QuerySteps:
                 flt,
                 self.s.hnsw_ef_search,
                 probes=probes,
-                aggs=gate.evidence_aggs(terms) if terms else None,
+                aggs=gate.evidence_aggs(asked) if asked else None,
             )
             if server_collapse:
                 body = collapsed(body)
@@ -248,7 +255,14 @@ class QuerySteps:
         hits = hits_of(resp)
         if python_collapse:
             hits = distinct_hits(hits, depth)
-        analysis = gate.parse_evidence(resp, terms, hits) if evidence and hits else None
+        analysis = None
+        if evidence and hits:
+            freqs = gate.Freqs(known, doc_count or 0)
+            if asked:
+                got = gate.parse_doc_freqs(resp, asked)
+                self._doc_freqs.put(index, generation, got)
+                freqs = gate.Freqs({**known, **got.df}, got.doc_count)
+            analysis = gate.analysis_of(terms, freqs, hits)
         return Retrieval(hits, index, meta, timings, vector=vector, notes=notes, analysis=analysis)
 
     def _question_terms(self, index: str, lexical: str) -> Steps[list[str]]:

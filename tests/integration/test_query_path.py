@@ -91,6 +91,40 @@ def test_search_steady_state_is_one_round_trip_with_the_gate_evidence_on_it(inge
     assert [p.rsplit("/", 1)[-1] for _, p in sent] == ["_analyze", "_search"], sent
 
 
+def test_a_repeated_question_asks_no_document_frequencies_until_an_ingest(
+    ingested: Settings, tmp_path: Path
+) -> None:
+    """The gate's ``global`` aggregation visits every document: a term's count is asked once per
+    index generation, and the weights from the held counts equal the fresh ones."""
+    sc = SearchClient(ingested.model_copy(update={"target_cache_ttl_s": 0.0}), principal=PUBLIC)
+    bodies: list[dict[str, Any]] = []
+    transport = sc.cluster.client.transport
+    inner = transport.perform_request
+
+    def spy(method: str, url: str, *a: Any, **kw: Any) -> Any:
+        if url.endswith("/_search"):
+            bodies.append(kw.get("body") or {})
+        return inner(method, url, *a, **kw)
+
+    transport.perform_request = spy
+    first = sc.search("возврат товара", budget_tokens=500)
+    assert "aggs" in bodies[-1]
+    again = sc.search("возврат товара", budget_tokens=500)
+    assert "aggs" not in bodies[-1], bodies[-1].get("aggs")
+    assert [p.chunk_id for p in again.passages] == [p.chunk_id for p in first.passages]
+    plain = SearchClient(ingested, principal=PUBLIC).retrieve("возврат товара", mode="hybrid")
+    ret = sc.retrieve("возврат товара", mode="hybrid")
+    assert [h.chunk_id for h in ret.hits] == [h.chunk_id for h in plain.hits]
+    # A new word asks for its own count only.
+    sc.search("возврат посылки", budget_tokens=500)
+    filters = bodies[-1]["aggs"]["osrag_df"]["aggs"]["df"]["filters"]["filters"]
+    assert [f["term"]["text"] for f in filters] == ["посылк"], filters
+    # An ingest ends a generation: the counts are asked again.
+    Ingester(ingested).ingest([write(tmp_path / "more", {"extra": "# Возврат\n\nЕщё про возврат товара.\n"})])
+    sc.search("возврат товара", budget_tokens=500)
+    assert "aggs" in bodies[-1]
+
+
 def test_a_cached_index_that_was_deleted_is_resolved_again(ingested: Settings, tmp_path: Path) -> None:
     sc = SearchClient(ingested.model_copy(update={"target_cache_ttl_s": 3600.0}), principal=PUBLIC)
     old = sc.retrieve("доставка курьер").index

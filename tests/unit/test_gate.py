@@ -5,6 +5,7 @@ and the two selection policies -- hand-made responses and hits."""
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import pytest
@@ -203,3 +204,29 @@ def test_code_pieces_are_only_terms_inside_a_named_code() -> None:
     # a text without the code keeps its coverage from the question's other words
     assert gate.coverage(w, {"lamp", "гарант"}, ["lamp-light"]) == pytest.approx(1.0 / 8.0)
     assert gate.coverage(w, {"lamp-light", "lamp", "гарант"}, ["lamp-light"]) == pytest.approx(6.0 / 8.0)
+
+
+def test_doc_freqs_are_kept_per_index_generation_and_expire() -> None:
+    cache = gate.DocFreqs(max_terms=3, max_age_s=60.0)
+    assert cache.known("i1", "g1", ["гарант"]) == ({}, None)  # nothing held: ask everything
+    cache.put("i1", "g1", gate.Freqs({"гарант": 2, "лампа": 50}, 100))
+    assert cache.known("i1", "g1", ["гарант", "tea15", "лампа"]) == ({"гарант": 2, "лампа": 50}, 100)
+    # Another generation (an ingest ended) or another index knows nothing.
+    assert cache.known("i1", "g2", ["гарант"]) == ({}, None)
+    assert cache.known("i2", "g1", ["гарант"]) == ({}, None)
+    cache.put("i1", "g1", gate.Freqs({"tea15": 1, "чек": 7}, 101))  # bounded: the oldest term goes
+    known, n = cache.known("i1", "g1", ["гарант", "tea15", "лампа", "чек"])
+    assert n == 101 and known == {"tea15": 1, "лампа": 50, "чек": 7}
+    old = gate.DocFreqs(max_age_s=0.0)
+    old.put("i1", "g1", gate.Freqs({"гарант": 2}, 100))
+    time.sleep(0.01)
+    assert old.known("i1", "g1", ["гарант"]) == ({}, None)  # too old: asked again
+
+
+def test_analysis_of_weighs_with_held_and_fresh_frequencies_alike() -> None:
+    hits = [hit("a", 1, named={gate.PROBE_PREFIX + "гарант"})]
+    whole = parse_evidence(df_response(100, [2, 1]), ["гарант", "tea15"], hits)
+    held = gate.analysis_of(["гарант", "tea15"], gate.Freqs({"гарант": 2, "tea15": 1}, 100), hits)
+    assert held == whole
+    with pytest.raises(ValueError, match="no document frequency for tea15"):
+        gate.analysis_of(["гарант", "tea15"], gate.Freqs({"гарант": 2}, 100), hits)
