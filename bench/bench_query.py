@@ -39,6 +39,7 @@ from osrag.admin import Admin  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
 from osrag.indexing import Ingester  # noqa: E402
 from osrag.names import utcnow  # noqa: E402
+from osrag.query import vectors_in_source  # noqa: E402
 from osrag.search import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
@@ -166,6 +167,73 @@ def depth_recall(sc: SearchClient, queries: list[Any], depths: list[int]) -> dic
     return out
 
 
+def _without_source(body: dict[str, Any]) -> dict[str, Any]:
+    return {**_without_vectors(body), "_source": False}
+
+
+def _without_vectors(body: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k != "script_fields"}
+    return {**out, "_source": {"excludes": ["body", "embedding"]}}
+
+
+def _knn_only(body: dict[str, Any]) -> dict[str, Any]:
+    head = body["query"]["hybrid"]["queries"][1]
+    return {"size": body["size"], "query": head, "_source": False}
+
+
+def breakdown(sc: SearchClient, queries: list[Any], reps: int) -> dict[str, dict[str, float]]:
+    """Where a search's time goes on the server: the exact bodies ``search()`` and BM25 ``retrieve``
+    send (captured at the transport), replayed with parts taken away, each variant's ``took``
+    (server) and wall p50 side by side, variants rotated per question."""
+    transport = sc.cluster.client.transport
+    inner = transport.perform_request
+    sent: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+    def spy(method: str, url: str, *a: Any, **kw: Any) -> Any:
+        if url.endswith("/_search"):
+            sent.append((url, dict(kw.get("params") or {}), kw.get("body") or {}))
+        return inner(method, url, *a, **kw)
+
+    transport.perform_request = spy
+    cases = []
+    try:
+        for q in queries:
+            sc.search(q.text, principal=PUBLIC, rerank=False)
+            first = sent[-1]
+            sc.search(q.text, principal=PUBLIC, rerank=False)
+            again = sent[-1]
+            sc.retrieve(q.text, mode="bm25", principal=PUBLIC)
+            cases.append((first, again, sent[-1]))
+    finally:
+        transport.perform_request = inner
+    variants: dict[str, Any] = {
+        "BM25 `retrieve` as sent (texts; vectors by script field)": lambda f, a, b: b,
+        "BM25, vectors in `_source` (before)": lambda f, a, b: (b[0], b[1], vectors_in_source(b[2])),
+        "BM25, texts only (no vectors)": lambda f, a, b: (b[0], b[1], _without_vectors(b[2])),
+        "BM25, no `_source`": lambda f, a, b: (b[0], b[1], _without_source(b[2])),
+        "kNN head alone, no `_source`": lambda f, a, b: (b[0], {}, _knn_only(a[2])),
+        "hybrid `search()` as sent, question asked again": lambda f, a, b: a,
+        "hybrid, first asking (+ document-frequency aggregation)": lambda f, a, b: f,
+        "hybrid, vectors in `_source` (before)": lambda f, a, b: (a[0], a[1], vectors_in_source(a[2])),
+        "hybrid, texts only (no vectors)": lambda f, a, b: (a[0], a[1], _without_vectors(a[2])),
+        "hybrid, no `_source`": lambda f, a, b: (a[0], a[1], _without_source(a[2])),
+    }
+    names = list(variants)
+    took: dict[str, list[float]] = {n: [] for n in names}
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    k = 0
+    for _ in range(reps):
+        for case in cases:
+            k += 1
+            for n in names[k % len(names) :] + names[: k % len(names)]:
+                url, params, body = variants[n](*case)
+                t0 = time.perf_counter()
+                resp = inner("POST", url, params=params, body=body)
+                wall[n].append((time.perf_counter() - t0) * 1000)
+                took[n].append(float(resp["took"]))
+    return {n: {"took_p50": pct(took[n], 50), "wall_p50": pct(wall[n], 50)} for n in names}
+
+
 def machine() -> dict[str, str]:
     mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
     info = Admin(Settings()).cluster.client.info()
@@ -244,6 +312,8 @@ def main() -> None:
     log(f"tuning on {alias}: ef_search {args.efs}, depth {args.depths}")
     knn = knn_recall(clients[alias], tune_q, [int(x) for x in args.efs.split(",")])
     depth = depth_recall(clients[alias], tune_q, [int(x) for x in args.depths.split(",")])
+    log(f"server-side breakdown on {alias}")
+    parts = breakdown(clients[alias], tune_q, args.reps)
     write_report(
         args,
         mach,
@@ -255,10 +325,49 @@ def main() -> None:
         trips,
         knn,
         depth,
+        parts,
         label,
         time.perf_counter() - started,
         query_s,
     )
+
+
+def growth_lines(
+    targets: list[tuple[str, str, int, list[Any]]], lat: dict[tuple[str, str], list[float]]
+) -> list[str]:
+    """p50 per size, and 1M projected from the growth between the two largest sizes (on paper)."""
+    sized = sorted(
+        (n, label) for label, alias, n, _ in targets if not alias.startswith("osrag-bench-neardup")
+    )
+    if len(sized) < 2:
+        return []
+    (n0, l0), (n1, l1) = sized[-2], sized[-1]
+    per_decade = {
+        m: (pct(lat[(l1, m)], 50) / pct(lat[(l0, m)], 50)) ** (1 / np.log10(n1 / n0)) for m in MODES
+    }
+    decades = np.log10(1_000_000 / n1)
+    lines = [
+        "## Growth with the index, and 1M chunks on paper",
+        "",
+        f"p50 ms per size; the last row is a projection, not a run: the p50 at {n1:,} times the growth "
+        f"per 10× measured between {n0:,} and {n1:,}.",
+        "",
+        "| chunks | " + " | ".join(MODES) + " | search / BM25 |",
+        "| ---: | " + " | ".join("---:" for _ in MODES) + " | ---: |",
+    ]
+    for n, label in sized:
+        p = [pct(lat[(label, m)], 50) for m in MODES]
+        lines.append(f"| {n:,} | " + " | ".join(f"{x:.1f}" for x in p) + f" | {p[2] / p[0]:.2f}× |")
+    proj = [pct(lat[(l1, m)], 50) * per_decade[m] ** decades for m in MODES]
+    lines += [
+        "| 1,000,000 (projected) | "
+        + " | ".join(f"{x:.0f}" for x in proj)
+        + f" | {proj[2] / proj[0]:.2f}× |",
+        "",
+        "Growth per 10× chunks: " + ", ".join(f"{m} {per_decade[m]:.2f}×" for m in MODES) + ".",
+        "",
+    ]
+    return lines
 
 
 def write_report(
@@ -272,6 +381,7 @@ def write_report(
     trips: dict[str, list[tuple[int, int]]],
     knn: dict[int, dict[str, float]],
     depth: dict[int, dict[str, float]],
+    parts: dict[str, dict[str, float]],
     tuned_on: str,
     total_s: float,
     query_s: float,
@@ -355,6 +465,17 @@ def write_report(
         "itself; only words the client has not seen yet cost one `_analyze` (cached per word and index), "
         "so the first time a question is asked it may make 2 requests and a question asked again makes 1.",
         "",
+        f"## Where the time goes on the server ({tuned_on} index, {args.tune_queries} questions × {args.reps})",
+        "",
+        "The bodies `search()` and BM25 `retrieve` send, captured at the transport and replayed as they "
+        "are and with parts taken away; `took` is OpenSearch's own time, wall is the client's. Variants "
+        "rotated per question, p50 over all.",
+        "",
+        "| request | took p50 ms | wall p50 ms |",
+        "| --- | ---: | ---: |",
+        *[f"| {n} | {v['took_p50']:.1f} | {v['wall_p50']:.1f} |" for n, v in parts.items()],
+        "",
+        *growth_lines(targets, lat),
         f"## ef_search: kNN-head recall@10 vs exact kNN ({tuned_on} index, {args.tune_queries} questions)",
         "",
         "Exact kNN is a `script_score` (`knn_score`, cosine) over every chunk. p50 is the kNN query alone.",

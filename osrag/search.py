@@ -42,8 +42,10 @@ from osrag.query import (
     lexical_text,
     missing_index,
     parse_filters,
+    scripts_refused,
     section_body,
     validate_question,
+    vectors_in_source,
 )
 from osrag.rerank import Reranker
 from osrag.settings import Settings, load_settings
@@ -107,6 +109,9 @@ class QuerySteps:
         self._reranker = reranker
         self._word_terms = gate.WordTerms()
         self._doc_freqs = gate.DocFreqs()
+        # How candidates' vectors come back (query.VECTOR_WAYS): by script field, until the
+        # cluster refuses inline scripts; then in ``_source`` for the rest of this client's life.
+        self._vectors = "doc"
         # Lazily built parts may be asked for from worker threads at once (the async client).
         self._lazy = threading.Lock()
 
@@ -230,6 +235,7 @@ class QuerySteps:
                 self.s.hnsw_ef_search,
                 probes=probes,
                 aggs=gate.evidence_aggs(asked) if asked else None,
+                vectors=self._vectors,
             )
             if server_collapse:
                 body = collapsed(body)
@@ -245,6 +251,16 @@ class QuerySteps:
             except ClusterError as exc:
                 if attempt == 0 and missing_index(exc, index):
                     continue
+                if self._vectors == "doc" and scripts_refused(exc):
+                    self._vectors = "source"
+                    notes.append("this cluster runs no inline scripts: vectors read from _source")
+                    resp = yield Call(
+                        "search",
+                        "search",
+                        {"index": index, "body": vectors_in_source(body), "params": params},
+                    )
+                    timings["retrieve"] = (time.perf_counter() - t0) * 1000
+                    break
                 # The state index is created by the first ingest; before it there is nothing to find.
                 if not missing_index(exc, state_index(self.s.alias)):
                     raise

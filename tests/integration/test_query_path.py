@@ -125,6 +125,24 @@ def test_a_repeated_question_asks_no_document_frequencies_until_an_ingest(
     assert "aggs" in bodies[-1]
 
 
+@pytest.mark.compat
+def test_candidates_vectors_come_by_script_field_and_equal_the_stored_ones(ingested: Settings) -> None:
+    """The script field reads the vectors the index holds: the same numbers ``_source`` gives."""
+    sc = SearchClient(ingested, principal=PUBLIC)
+    got = sc.retrieve("возврат товара", mode="hybrid")
+    assert got.hits and all(len(h.source["embedding"]) > 0 for h in got.hits)
+    client = sc.cluster.client
+    ids = [h.source["chunk_id"] for h in got.hits]
+    raw = client.search(
+        index=got.index,
+        body={"size": len(ids), "query": {"terms": {"chunk_id": ids}}, "_source": ["chunk_id", "embedding"]},
+    )
+    stored = {h["_source"]["chunk_id"]: h["_source"]["embedding"] for h in raw["hits"]["hits"]}
+    for h in got.hits:
+        a, b = h.source["embedding"], stored[h.source["chunk_id"]]
+        assert len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-6, h.chunk_id
+
+
 def test_a_cached_index_that_was_deleted_is_resolved_again(ingested: Settings, tmp_path: Path) -> None:
     sc = SearchClient(ingested.model_copy(update={"target_cache_ttl_s": 3600.0}), principal=PUBLIC)
     old = sc.retrieve("доставка курьер").index

@@ -1,0 +1,110 @@
+"""How candidates' stored vectors come back: by script field (cheaper for the server than
+``_source``), into the same ``source["embedding"]`` every reader uses; and the fallback to
+``_source`` on a cluster that runs no inline scripts.
+
+The live-node check that the script field returns the stored vectors is in
+tests/integration/test_query_path.py; the fallback is driven here through the step protocol,
+because a node that refuses inline scripts needs a static setting the session node lacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opensearchpy.exceptions import RequestError
+
+from osrag.access import PUBLIC
+from osrag.errors import ClusterError
+from osrag.query import VECTOR_FIELD, candidates_body, hits_of, scripts_refused, vectors_in_source
+from osrag.search import Call, SearchClient, Work, run_steps
+from osrag.settings import Settings
+
+
+def test_the_default_body_asks_for_vectors_by_script_field_and_not_in_source() -> None:
+    body = candidates_body("bm25", "возврат", None, 10, [])
+    assert body["_source"] == {"excludes": ["body", "embedding"]}
+    assert set(body["script_fields"]) == {VECTOR_FIELD}
+    assert "doc[params.f]" in body["script_fields"][VECTOR_FIELD]["script"]["source"]
+    old = candidates_body("bm25", "возврат", None, 10, [], vectors="source")
+    assert old["_source"] == {"excludes": ["body"]} and "script_fields" not in old
+    assert vectors_in_source(body) == old
+    with pytest.raises(ValueError, match="vectors must be one of"):
+        candidates_body("bm25", "возврат", None, 10, [], vectors="stored")
+
+
+def test_hits_of_puts_the_script_fields_vector_where_source_vectors_go() -> None:
+    resp = {
+        "hits": {
+            "hits": [
+                {
+                    "_id": "a",
+                    "_score": 2.0,
+                    "_source": {"chunk_id": "a"},
+                    "fields": {VECTOR_FIELD: [[0.1, 0.2]]},
+                },
+                {"_id": "b", "_score": 1.0, "_source": {"chunk_id": "b"}, "fields": {VECTOR_FIELD: [None]}},
+                {"_id": "c", "_score": 0.5, "_source": {"chunk_id": "c", "embedding": [0.3, 0.4]}},
+            ]
+        }
+    }
+    a, b, c = hits_of(resp)
+    assert a.source["embedding"] == [0.1, 0.2]
+    assert "embedding" not in b.source  # a chunk without a vector stays without one
+    assert c.source["embedding"] == [0.3, 0.4]
+
+
+def refused(reason: str, status: int = 400) -> ClusterError:
+    try:
+        raise ClusterError(f"OpenSearch search failed: {status}") from RequestError(
+            status, "search_phase_execution_exception", {"error": {"root_cause": [{"reason": reason}]}}
+        )
+    except ClusterError as exc:
+        return exc
+
+
+def test_scripts_refused_knows_the_clusters_words_only() -> None:
+    assert scripts_refused(refused("cannot execute [inline] scripts"))
+    assert scripts_refused(refused("cannot execute scripts using [field] context"))
+    assert not scripts_refused(refused("no such index [x]"))
+    assert not scripts_refused(ClusterError("no cause"))
+
+
+def test_a_cluster_without_inline_scripts_gets_source_vectors_from_then_on() -> None:
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
+    sc = SearchClient(s, principal=PUBLIC)
+    bodies: list[dict[str, Any]] = []
+
+    def answer(step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        if step.method == "info":
+            return {"version": {"number": "3.6.0"}}
+        if step.method == "cat.plugins":
+            return [{"component": "opensearch-knn"}, {"component": "opensearch-neural-search"}]
+        if step.method == "indices.get_mapping":
+            return {"t-unit-1": {"mappings": {"_meta": {"osrag": {}}, "properties": {}}}}
+        assert step.method == "search", step
+        body = step.kwargs["body"]
+        bodies.append(body)
+        if "script_fields" in body:
+            raise refused("cannot execute [inline] scripts")
+        src = {"chunk_id": "a", "text": "возврат", "embedding": [0.1, 0.2]}
+        return {"hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": src}]}}
+
+    got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    assert [h.source["embedding"] for h in got.hits] == [[0.1, 0.2]]
+    assert "inline scripts" in got.notes[0]
+    assert ["script_fields" in b for b in bodies] == [True, False]
+    run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    assert ["script_fields" in b for b in bodies] == [True, False, False]  # asked once, remembered
+    # Any other refusal is not mistaken for it.
+    other = SearchClient(s, principal=PUBLIC)
+
+    def no_index(step: Call | Work) -> Any:
+        if isinstance(step, Call) and step.method == "search":
+            raise refused("some other failure", 500)
+        return answer(step)
+
+    with pytest.raises(ClusterError):
+        run_steps(other._retrieve("возврат", "bm25", None, {}, PUBLIC), no_index)
