@@ -9,14 +9,23 @@ because a node that refuses inline scripts needs a static setting the session no
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
+import numpy as np
 import pytest
 from opensearchpy.exceptions import RequestError
 
 from osrag.access import PUBLIC
 from osrag.errors import ClusterError
-from osrag.query import VECTOR_FIELD, candidates_body, hits_of, scripts_refused, vectors_in_source
+from osrag.query import (
+    VECTOR_FIELD,
+    candidates_body,
+    decode_vector,
+    hits_of,
+    scripts_refused,
+    vectors_in_source,
+)
 from osrag.search import Call, SearchClient, Work, run_steps
 from osrag.settings import Settings
 
@@ -41,17 +50,39 @@ def test_hits_of_puts_the_script_fields_vector_where_source_vectors_go() -> None
                     "_id": "a",
                     "_score": 2.0,
                     "_source": {"chunk_id": "a"},
-                    "fields": {VECTOR_FIELD: [[0.1, 0.2]]},
+                    "fields": {VECTOR_FIELD: [_b64([0.1, 0.2])]},
+                },
+                {
+                    "_id": "l",
+                    "_score": 1.5,
+                    "_source": {"chunk_id": "l"},
+                    "fields": {VECTOR_FIELD: [[0.5, 0.25]]},
                 },
                 {"_id": "b", "_score": 1.0, "_source": {"chunk_id": "b"}, "fields": {VECTOR_FIELD: [None]}},
                 {"_id": "c", "_score": 0.5, "_source": {"chunk_id": "c", "embedding": [0.3, 0.4]}},
             ]
         }
     }
-    a, b, c = hits_of(resp)
-    assert a.source["embedding"] == [0.1, 0.2]
+    a, listed, b, c = hits_of(resp)
+    # The float32 values exactly, as float64 (not the decimal 0.1 the float32 approximates).
+    assert a.source["embedding"] == [float(np.float32(0.1)), float(np.float32(0.2))]
+    assert a.source["embedding"] != [0.1, 0.2]
+    assert listed.source["embedding"] == [0.5, 0.25]  # numbers, as the script sent them before
     assert "embedding" not in b.source  # a chunk without a vector stays without one
     assert c.source["embedding"] == [0.3, 0.4]
+
+
+def _b64(xs: list[float]) -> str:
+    return base64.b64encode(np.asarray(xs, dtype="<f4").tobytes()).decode()
+
+
+def test_decode_vector_reads_little_endian_float32_and_refuses_a_torn_value() -> None:
+    assert decode_vector(_b64([1.0, -2.5, 0.0])) == [1.0, -2.5, 0.0]
+    assert decode_vector(base64.b64encode(b"\x00\x00\x80\x3f").decode()) == [1.0]
+    with pytest.raises(ValueError, match="not a whole number of float32"):
+        decode_vector(base64.b64encode(b"\x00\x00\x80").decode())
+    with pytest.raises(ValueError):
+        decode_vector("not base64!")
 
 
 def refused(reason: str, status: int = 400) -> ClusterError:
