@@ -411,6 +411,26 @@ def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
     ]
 
 
+def shards_missing(resp: Mapping[str, Any]) -> str | None:
+    """A note when the cluster answered from only some shards (it still says 200: a shard with no
+    copy left, or one failing on every copy), so a partial candidate list is never taken silently
+    for the whole one; None when every shard answered."""
+    shards = resp.get("_shards") or {}
+    failed = int(shards.get("failed") or 0)
+    if failed <= 0:
+        return None
+    total = int(shards.get("total") or 0)
+    reasons = sorted(
+        {
+            str((f.get("reason") or {}).get("type") or (f.get("reason") or {}).get("reason") or "unknown")
+            for f in shards.get("failures") or []
+            if isinstance(f, Mapping)
+        }
+    )
+    why = f" ({', '.join(reasons)})" if reasons else ""
+    return f"partial answer: {failed} of {total} shards failed{why}; candidates they hold are missing"
+
+
 def collapsed(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with candidates of equal ``content_hash`` collapsed by the server, BEFORE the
     cut to ``size`` (the hybrid query supports ``collapse`` from OpenSearch 3.1): copies of one

@@ -44,6 +44,7 @@ from osrag.query import (
     parse_filters,
     scripts_refused,
     section_body,
+    shards_missing,
     validate_question,
     vectors_in_source,
 )
@@ -269,6 +270,9 @@ class QuerySteps:
             timings["retrieve"] = (time.perf_counter() - t0) * 1000
             break
         hits = hits_of(resp)
+        partial = shards_missing(resp)
+        if partial:
+            notes.append(partial)
         if python_collapse:
             hits = distinct_hits(hits, depth)
         analysis = None

@@ -178,6 +178,14 @@ def test_every_search_succeeds_while_a_node_stops(
     rep = Ingester(s).ingest([make_corpus(tmp_path / "kb", SMALL)])
     assert not rep.failed and rep.indexed > 0
     assert wait_green(s) == "green"
+    # BM25 statistics count deleted documents, and a primary and its replica merge on their own, so
+    # the two copies of a shard hold different deleted documents (the visibility flip is an update)
+    # and score slightly differently: a hybrid top-10 could then change when a search moves to the
+    # other copy, with nothing wrong. Merged to one segment, both copies hold the same live
+    # documents and nothing deleted, so any difference left is the failover's.
+    client = Admin(s).cluster.client
+    client.indices.forcemerge(index=s.alias, params={"max_num_segments": 1}, request_timeout=300)
+    client.indices.refresh(index=s.alias)
     sc = SearchClient(s, principal=ALL)
     expected = {q: top10(sc.retrieve(q).hits) for q in QUERIES}
 
@@ -199,7 +207,9 @@ def test_every_search_succeeds_while_a_node_stops(
             q = QUERIES[runs % len(QUERIES)]
             runs += 1
             try:
-                got = top10(sc.retrieve(q).hits)
+                ret = sc.retrieve(q)
+                failed += [n for n in ret.notes if n.startswith("partial answer")]
+                got = top10(ret.hits)
                 differed += got != expected[q]
             except Exception as exc:
                 failed.append(f"{type(exc).__name__}: {exc}")

@@ -6,6 +6,7 @@ import pytest
 
 from osrag import templates
 from osrag.admin import Admin, _compare
+from osrag.capabilities import from_server
 from osrag.errors import ConfigError
 from osrag.settings import Settings
 
@@ -21,8 +22,12 @@ def test_unknown_placeholder_is_an_error_naming_it() -> None:
         templates.render({"a": "{{missing_one}}"}, {})
 
 
-def test_every_shipped_json_file_parses_and_renders() -> None:
-    admin = Admin(Settings(alias="unit", _env_file=None))
+@pytest.mark.parametrize("version", ["3.6.0", "2.19.1"])
+def test_every_shipped_json_file_parses_and_renders(version: str) -> None:
+    # No server: the capabilities a server of this version would report, and an address where
+    # nothing listens, so any request would fail the test.
+    admin = Admin(Settings(url="http://127.0.0.1:1", alias="unit", _env_file=None))
+    admin._caps = from_server(version, ["opensearch-knn", "opensearch-neural-search"])
     comps = admin.desired_components()
     assert set(comps) == {"unit-analysis"}
     tpl = admin.desired_index_template()
@@ -32,6 +37,8 @@ def test_every_shipped_json_file_parses_and_renders() -> None:
     rrf = pipes[admin.pipeline_name("rrf")]["phase_results_processors"][0]["score-ranker-processor"]
     assert rrf["combination"]["technique"] == "rrf"
     assert rrf["combination"]["rank_constant"] == 60
+    # Weighted RRF from 3.1; the equal-weight file before it (2.19 refuses the weights).
+    assert ("weights" in json.dumps(rrf)) == (version == "3.6.0")
     knn = templates.load_template(
         "knn-field", {"dimension": 7, "engine": "lucene", "m": 16, "ef_construction": 128}
     )

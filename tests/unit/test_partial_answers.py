@@ -1,0 +1,60 @@
+"""A search the cluster answered from only some shards (HTTP 200, ``_shards.failed`` > 0) is
+never taken silently for the whole answer: the retrieval carries a note naming how many shards
+failed and why. The live three-node test stops a node mid-search
+(tests/integration/test_cluster_nodes.py); a shard failing on every copy is driven here through
+the step protocol, because a real one needs a red index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from osrag.access import PUBLIC
+from osrag.query import shards_missing
+from osrag.search import Call, SearchClient, Work, run_steps
+from osrag.settings import Settings
+
+FAILED = {
+    "total": 3,
+    "successful": 2,
+    "skipped": 0,
+    "failed": 1,
+    "failures": [
+        {"shard": 1, "index": "t-unit-1", "reason": {"type": "node_disconnected_exception", "reason": "x"}}
+    ],
+}
+
+
+def test_shards_missing_names_the_failed_count_and_reason() -> None:
+    note = shards_missing({"_shards": FAILED})
+    assert note is not None
+    assert "1 of 3 shards failed" in note and "node_disconnected_exception" in note
+    assert shards_missing({"_shards": {"total": 3, "successful": 3, "failed": 0}}) is None
+    assert shards_missing({"hits": {"hits": []}}) is None  # no _shards at all: nothing claimed
+    reasonless = shards_missing({"_shards": {"total": 2, "failed": 2, "failures": [{"shard": 0}]}})
+    assert reasonless is not None and "2 of 2 shards failed (unknown)" in reasonless
+
+
+def test_retrieve_carries_the_note_of_a_partial_answer() -> None:
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
+    sc = SearchClient(s, principal=PUBLIC)
+    shards: dict[str, Any] = {"total": 3, "successful": 3, "failed": 0}
+
+    def answer(step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        if step.method == "info":
+            return {"version": {"number": "3.6.0"}}
+        if step.method == "cat.plugins":
+            return [{"component": "opensearch-knn"}, {"component": "opensearch-neural-search"}]
+        if step.method == "indices.get_mapping":
+            return {"t-unit-1": {"mappings": {"_meta": {"osrag": {}}, "properties": {}}}}
+        assert step.method == "search", step
+        src = {"chunk_id": "a", "text": "возврат"}
+        return {"_shards": shards, "hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": src}]}}
+
+    whole = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    assert [h.chunk_id for h in whole.hits] == ["a"] and whole.notes == []
+    shards = FAILED
+    part = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    assert [h.chunk_id for h in part.hits] == ["a"]  # what did come back is still given
+    assert any("1 of 3 shards failed" in n for n in part.notes), part.notes
