@@ -311,6 +311,11 @@ class QuerySteps:
             if missing_index(exc, state_index(self.s.alias)):
                 return []
             raise
+        partial = shards_missing(resp)
+        if partial:
+            # A section is asked for as a whole and its list has no room for a note: some of its
+            # chunks may sit on the failed shards, so give none rather than a silent part.
+            raise ClusterError(f"section {section_id!r}: {partial}")
         return [
             ranking.passage(h["_source"], rank, chunk_id=h["_source"].get("chunk_id", h["_id"]))
             for rank, h in enumerate(resp["hits"]["hits"], start=1)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from osrag.access import PUBLIC
+from osrag.errors import ClusterError
 from osrag.query import shards_missing
 from osrag.search import Call, SearchClient, Work, run_steps
 from osrag.settings import Settings
@@ -58,3 +61,24 @@ def test_retrieve_carries_the_note_of_a_partial_answer() -> None:
     part = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
     assert [h.chunk_id for h in part.hits] == ["a"]  # what did come back is still given
     assert any("1 of 3 shards failed" in n for n in part.notes), part.notes
+
+
+def test_section_from_a_partial_answer_is_refused_not_cut_short() -> None:
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None)
+    sc = SearchClient(s, principal=PUBLIC)
+    shards: dict[str, Any] = {"total": 3, "successful": 3, "failed": 0}
+
+    def answer(step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        if step.method == "indices.get_mapping":
+            return {"t-unit-1": {"mappings": {"_meta": {"osrag": {}}, "properties": {}}}}
+        assert step.method == "search", step
+        src = {"chunk_id": "d#1:0", "text": "возврат", "section_id": "d#1"}
+        return {"_shards": shards, "hits": {"hits": [{"_id": "d#1:0", "_source": src}]}}
+
+    whole = run_steps(sc._section("d#1", PUBLIC, None), answer)
+    assert [p.chunk_id for p in whole] == ["d#1:0"]
+    shards = FAILED
+    with pytest.raises(ClusterError, match=r"section 'd#1': partial answer: 1 of 3 shards failed"):
+        run_steps(sc._section("d#1", PUBLIC, None), answer)
