@@ -47,6 +47,8 @@ class Document:
     source: str = ""
     title: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Values for the dialects' variables (``{var(cloud)}``): the rules file's ``vars`` and ``--var``.
+    variables: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
