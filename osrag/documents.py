@@ -1,33 +1,277 @@
 """Documents: the files an ingest reads, as ``Document``s (the first stage of documents → chunks → index).
 
-Finding files by suffix, reading them within a size limit, front matter, converting the
-non-Markdown formats, and the document id (``{collection}/{path relative to the root}``). Pure
-apart from reading the files; every problem is a ``DocumentError`` naming the file.
+Walking the roots (regular files only; symlinks that leave a root are not followed unless
+asked; a file reached twice is read once; the rules file's exclusions), reading each file
+within a size limit, front matter merged over the rules file's metadata, sidecar titles,
+converting the non-Markdown formats, and the document's id and provenance
+(``{collection}/{path relative to the root}``: no absolute local path reaches the index).
+Pure apart from reading the files; every problem is a ``DocumentError`` naming the file, and
+a file that is left out by design (no text, a FIFO) a ``DocumentSkipped`` with its reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+import json
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osrag.chunking import Document
+import yaml
+
+from osrag.chunking import Chunk, Document
 from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
-from osrag.errors import DocumentError
-from osrag.frontmatter import KNOWN_KEYS as FRONT_KEYS
-from osrag.frontmatter import FrontMatterError, parse_front_matter
+from osrag.errors import DocumentError, DocumentSkipped
+from osrag.frontmatter import FrontMatter, FrontMatterError, read_front_matter
+from osrag.rules import Rules, rules_at
+
+log = logging.getLogger(__name__)
+
+#: Default per-file size limit (OSRAG_MAX_FILE_BYTES): far above any page a docs team writes.
+DEFAULT_MAX_FILE_BYTES = 50_000_000
+#: The metadata fields a document carries from front matter or the rules file.
+_DOC_FIELDS = ("category", "tenant", "acl", "updated_at")
+#: Longest heading kept whole in a chunk's heading path (a keyword field: OpenSearch refuses
+#: terms over 32,766 bytes, so a 100K-character heading would fail its whole batch).
+MAX_HEADING_CHARS = 500
 
 
-def find_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, Path]]:
-    """(file, root) pairs for the given files and directories, sorted for determinism."""
+# ---------------------------------------------------------------- options and report
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a tree is read (the ``osrag ingest`` options that concern reading)."""
+
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES
+    collection: str | None = None
+    follow_symlinks: bool = False
+    #: ``--rules FILE`` for every root; None: each root's own ``osrag.yaml``, if any.
+    rules: Rules | None = None
+    #: ``--var NAME=VALUE``: over the rules file's ``vars``.
+    variables: Mapping[str, str] = field(default_factory=dict)
+    #: ``--base-url``: each passage gets ``url = base + page path + '#anchor'``.
+    base_url: str | None = None
+
+
+@dataclass
+class ReadReport:
+    """What reading noticed besides documents, counted once per ingest for its summary."""
+
+    #: exclusion glob -> files and folders it left out
+    excluded: dict[str, int] = field(default_factory=dict)
+    #: rule name -> files it set metadata on
+    rules: dict[str, int] = field(default_factory=dict)
+    #: front-matter key osrag does not read -> files carrying it (kept as ``meta.KEY``)
+    meta_keys: dict[str, int] = field(default_factory=dict)
+    #: such keys whose value was too long to store -> files
+    meta_too_long: dict[str, int] = field(default_factory=dict)
+    #: the rules files used
+    rules_files: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _count(into: dict[str, int], key: str) -> None:
+    into[key] = into.get(key, 0) + 1
+
+
+# ---------------------------------------------------------------- paths
+def display_path(path: Path | str) -> str:
+    """A path as it may be printed and stored: bytes that are not UTF-8 as ``\\xNN`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _utf8_problem(path: Path) -> str | None:
+    """Why a file name cannot be a document id (not UTF-8), or None."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return "file name is not valid UTF-8 (shown with \\x escapes); rename the file to index it"
+    return None
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"not a regular file ({kind}); only regular files are read"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One input the walk met: read it, or say why not (``skip``: by design; ``fail``: a fault)."""
+
+    path: Path
+    root: Path
+    skip: str | None = None
+    fail: str | None = None
+    #: Found by walking a folder (False: named itself, so no folder rules file applies).
+    in_tree: bool = True
+
+
+def _inside(target: Path, root_real: Path) -> bool:
+    return target == root_real or root_real in target.parents
+
+
+def walk(
+    paths: Iterable[str | Path],
+    *,
+    follow_symlinks: bool = False,
+    rules_for: Callable[[Path], Rules | None] = lambda root: None,
+    on_excluded: Callable[[str], None] | None = None,
+) -> Iterator[Found]:
+    """Every input under ``paths`` in a deterministic order (sorted per root).
+
+    Directories are walked without following symlinks that leave the root (unless
+    ``follow_symlinks``), never into a folder twice (a symlink loop ends); a file reached twice
+    (a symlink to a file of the tree, two roots holding one file) is listed once, under its
+    own path rather than a link's. Files of unknown suffixes are passed over silently; special
+    files and links leaving the root that look like documents are listed with ``skip``."""
+    seen_files: set[tuple[int, int]] = set()
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
-            for f in sorted(p.rglob("*")):
-                if f.is_file() and f.suffix.lower() in SUFFIXES:
-                    yield f, p
-        else:
-            yield p, p.parent
+        try:
+            is_dir = p.is_dir()
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            yield from _explicit(p, seen_files)
+            continue
+        rules = rules_for(p)
+        yield from _walk_root(p, rules, follow_symlinks, seen_files, on_excluded)
+
+
+def _explicit(p: Path, seen: set[tuple[int, int]]) -> Iterator[Found]:
+    """A file named on the command line: listed even with an unknown suffix (read_document says why)."""
+    root = p.parent
+    try:
+        st = p.stat()
+    except OSError:
+        yield Found(p, root, in_tree=False)  # read_document reports "cannot read"
+        return
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        return
+    seen.add(key)
+    yield Found(p, root, skip=_not_regular(st.st_mode), in_tree=False)
+
+
+def _walk_root(
+    root: Path,
+    rules: Rules | None,
+    follow: bool,
+    seen_files: set[tuple[int, int]],
+    on_excluded: Callable[[str], None] | None,
+) -> Iterator[Found]:
+    root_real = root.resolve()
+    seen_dirs: set[tuple[int, int]] = set()
+    found: list[tuple[Path, bool, Found, tuple[int, int] | None]] = []  # (path, via link, found, inode)
+
+    def visit(folder: Path, rel_folder: str) -> None:
+        try:
+            st = folder.stat()
+        except OSError as exc:
+            log.warning("cannot list %s: %s", display_path(folder), exc)
+            return
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            return  # a symlink loop, or a folder reached twice
+        seen_dirs.add((st.st_dev, st.st_ino))
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            log.warning("cannot list %s: %s", display_path(folder), exc)
+            return
+        for entry in entries:
+            path = Path(entry.path)
+            rel = f"{rel_folder}{entry.name}"
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                continue
+            if rules is not None:
+                hit = rules.excluded_by(rel + "/" if is_dir else rel)
+                if hit is not None:
+                    if on_excluded is not None:
+                        on_excluded(hit)
+                    continue
+            looks_like_doc = path.suffix.lower() in SUFFIXES
+            if is_link:
+                target = path.resolve()
+                if not target.exists():
+                    if looks_like_doc:
+                        found.append((path, True, Found(path, root, skip="broken symlink"), None))
+                    continue
+                if not _inside(target, root_real):
+                    if not follow:
+                        if is_dir or looks_like_doc:
+                            found.append(
+                                (
+                                    path,
+                                    True,
+                                    Found(
+                                        path,
+                                        root,
+                                        skip="symlink leaves the ingest root; not followed "
+                                        "(--follow-symlinks follows it)",
+                                    ),
+                                    None,
+                                )
+                            )
+                        continue
+                elif is_dir:
+                    continue  # a folder of this root: walked under its own path
+            if is_dir:
+                visit(path, rel + "/")
+                continue
+            if not looks_like_doc:
+                continue
+            try:
+                st_file = path.stat()
+            except OSError:
+                found.append((path, is_link, Found(path, root), None))  # read_document says why
+                continue
+            problem = _not_regular(st_file.st_mode)
+            if problem:
+                found.append((path, is_link, Found(path, root, skip=problem), None))
+                continue
+            found.append(
+                (path, is_link, Found(path, root, fail=_utf8_problem(path)), (st_file.st_dev, st_file.st_ino))
+            )
+
+    visit(root, "")
+    # Of one file reached twice, its own path wins over a link's, then the first in order.
+    by_inode: dict[tuple[int, int], Path] = {}
+    for path, _link, _, inode in sorted(found, key=lambda x: (x[1], str(x[0]))):
+        if inode is not None and inode not in by_inode and inode not in seen_files:
+            by_inode[inode] = path
+    for path, _, item, inode in sorted(found, key=lambda x: str(x[0])):
+        if inode is not None:
+            if by_inode.get(inode) != path:
+                log.debug("%s: the same file as %s, read once", display_path(path), by_inode.get(inode))
+                continue
+            seen_files.add(inode)
+        yield item
+
+
+def find_files(paths: Iterable[str | Path], follow_symlinks: bool = False) -> Iterator[tuple[Path, Path]]:
+    """(file, root) pairs of the regular files under ``paths`` that are read, sorted for determinism."""
+    for f in walk(paths, follow_symlinks=follow_symlinks):
+        if f.skip is None:
+            yield f.path, f.root
 
 
 def collection_of(root: Path) -> str:
@@ -39,53 +283,187 @@ def collection_of(root: Path) -> str:
     return root.resolve().name or "root"
 
 
-def read_document(path: Path, root: Path, max_bytes: int, collection: str | None = None) -> Document:
+# ---------------------------------------------------------------- the tree
+def read_tree(
+    paths: Sequence[str | Path],
+    options: ReadOptions,
+    report: ReadReport | None = None,
+    before_read: Callable[[Path, Path, Rules | None], DocumentError | None] | None = None,
+) -> Iterator[tuple[str, Document | DocumentError]]:
+    """(shown path, Document or error) for every input under ``paths``, as ``walk`` orders them.
+
+    ``before_read(path, root, rules)``: asked before a file is read; what it returns (e.g. the
+    ingest's "unchanged since the last ingest", ``osrag.sync``) is yielded instead of reading."""
+    rep = report if report is not None else ReadReport()
+    cache: dict[Path, Rules | None] = {}
+
+    def rules_for(root: Path) -> Rules | None:
+        if root not in cache:
+            got = options.rules if options.rules is not None else rules_at(root)
+            if got is not None and options.variables:
+                got = got.with_variables(options.variables)
+            if got is not None and got.source not in rep.rules_files:
+                rep.rules_files.append(got.source)
+            cache[root] = got
+        return cache[root]
+
+    def excluded(glob: str) -> None:
+        _count(rep.excluded, glob)
+
+    for found in walk(
+        paths, follow_symlinks=options.follow_symlinks, rules_for=rules_for, on_excluded=excluded
+    ):
+        shown = display_path(found.path)
+        if found.skip is not None:
+            yield shown, DocumentSkipped(shown, found.skip)
+            continue
+        if found.fail is not None:
+            yield shown, DocumentError(shown, found.fail)
+            continue
+        # A file named on the command line gets --rules (its folder's osrag.yaml is for the folder).
+        rules = rules_for(found.root) if found.in_tree else options.rules
+        if rules is None and options.variables:
+            rules = Rules(variables=dict(options.variables))
+        elif rules is not None and not found.in_tree and options.variables:
+            rules = rules.with_variables(options.variables)
+        early = before_read(found.path, found.root, rules) if before_read is not None else None
+        if early is not None:
+            yield shown, early
+            continue
+        try:
+            doc = read_document(
+                found.path,
+                found.root,
+                options.max_bytes,
+                options.collection,
+                rules=rules,
+                base_url=options.base_url,
+                report=rep,
+            )
+        except DocumentError as exc:
+            yield shown, exc
+            continue
+        yield shown, doc
+
+
+# ---------------------------------------------------------------- one file
+def read_document(
+    path: Path,
+    root: Path,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    collection: str | None = None,
+    *,
+    rules: Rules | None = None,
+    base_url: str | None = None,
+    report: ReadReport | None = None,
+) -> Document:
     """One file as a Document, or a DocumentError naming what is wrong with it.
 
     Its ``doc_id`` is the front matter's, else ``{collection}/{path relative to root}``
-    without the suffix, the collection being the root folder's name unless given.
+    without the suffix, the collection being the root folder's name unless given; its
+    ``source`` is the front matter's, else ``{collection}/{path relative to root}``.
 
     Only known suffixes are read, even for a file named explicitly: a ``.png`` or
-    ``.exe`` is "unsupported format", not a guess. PDF, DOCX, HTML and PPTX are
-    converted to Markdown (``osrag.convert``) and keep a map to pages/slides/anchors."""
-    name = str(path)
+    ``.exe`` is "unsupported format", not a guess. Only regular files are opened (a FIFO
+    or a device is a ``DocumentSkipped``), and never more than ``max_bytes`` is read. PDF,
+    DOCX, HTML and PPTX are converted to Markdown (``osrag.convert``) and keep a map to
+    pages/slides/anchors. ``rules`` set metadata by path; front matter wins over them."""
+    name = display_path(path)
+    problem = _utf8_problem(path)
+    if problem:
+        raise DocumentError(name, problem)
     fmt = source_format(path)
     if fmt is None:
         raise DocumentError(name, unsupported_reason(path))
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
-    if size > max_bytes:
-        raise DocumentError(name, _too_large(size, max_bytes))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    raw = _read_bytes(path, name, max_bytes)
+    rel = _relative(path, root)
+    coll = collection or collection_of(root)
     conv: Converted | None = None
+    front = FrontMatter()
     if fmt in TEXT_FORMATS:
-        meta, body = _decode_text(name, raw)
+        front, body = _decode_text(name, raw)
     else:
         conv = convert(path, raw, fmt)
-        meta, body = {}, conv.markdown
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        rel = Path(path.name)
-    doc_id = meta.get("doc_id") or f"{collection or collection_of(root)}/{rel.with_suffix('').as_posix()}"
-    title = meta.get("title") or (conv and conv.title) or _first_heading(body) or path.stem
-    metadata: dict[str, Any] = {k: meta[k] for k in FRONT_KEYS if k in meta}
+        body = conv.markdown
+    rule_fields, applied = rules.fields_for(rel.as_posix()) if rules is not None else ({}, ())
+    meta = {**rule_fields, **front.fields}  # front matter wins over a rule
+    if not body.strip():
+        raise DocumentSkipped(
+            name, "no text after front matter" if front.fields or front.meta else "empty file"
+        )
+    if _headings_only(body):
+        raise DocumentSkipped(name, "no text: headings only")
+    if report is not None:
+        for rule in applied:
+            _count(report.rules, rule)
+        for key in front.meta:
+            _count(report.meta_keys, key)
+        for key in front.meta_too_long:
+            _count(report.meta_too_long, key)
+    page = rel.with_suffix("").as_posix()
+    doc_id = meta.get("doc_id") or f"{coll}/{page}"
+    title = (
+        meta.get("title") or sidecar_title(path) or (conv and conv.title) or first_heading(body) or path.stem
+    )
+    metadata: dict[str, Any] = {k: meta[k] for k in _DOC_FIELDS if k in meta}
     metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
     metadata["format"] = fmt
+    if front.meta:
+        metadata["meta"] = front.meta
+    if base_url:
+        metadata["url"] = page_url(base_url, page)
     if conv is not None and conv.locations is not None:
         metadata["locations"] = conv.locations
     return Document(
-        doc_id=doc_id, text=body, source=meta.get("source") or str(path), title=title, metadata=metadata
+        doc_id=doc_id,
+        text=body,
+        source=meta.get("source") or f"{coll}/{rel.as_posix()}",
+        title=title,
+        metadata=metadata,
+        variables=dict(rules.variables) if rules is not None else {},
     )
 
 
-def _decode_text(name: str, raw: bytes) -> tuple[dict[str, str], str]:
-    """UTF-8 text (BOM allowed) split into front matter and body; refuses binary and empty files."""
+def page_url(base_url: str, page: str) -> str:
+    """``base_url`` joined with a page path (``guide/intro``) by exactly one slash."""
+    return base_url.rstrip("/") + "/" + page.lstrip("/")
+
+
+def _relative(path: Path, root: Path) -> Path:
+    try:
+        return path.relative_to(root)
+    except ValueError:
+        return Path(path.name)
+
+
+def _read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of a regular file: opened without blocking (a FIFO never hangs),
+    checked on the open descriptor (no swap between check and read), refused when larger."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    try:
+        st = os.fstat(fd)
+        problem = _not_regular(st.st_mode)
+        if problem:
+            raise DocumentSkipped(name, problem)
+        if st.st_size > max_bytes:
+            raise DocumentError(name, _too_large(st.st_size, max_bytes))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # grew after the check
+        raise DocumentError(name, _too_large(len(data), max_bytes))
+    return data
+
+
+def _decode_text(name: str, raw: bytes) -> tuple[FrontMatter, str]:
+    """UTF-8 text (BOM allowed) split into front matter and body; refuses binary files."""
     if b"\x00" in raw[:8192]:
         raise DocumentError(name, "binary file (contains NUL bytes), not text")
     bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
@@ -95,12 +473,9 @@ def _decode_text(name: str, raw: bytes) -> tuple[dict[str, str], str]:
         at = exc.start + bom  # offset in the file, BOM included
         raise DocumentError(name, f"not UTF-8 (invalid byte 0x{raw[at]:02x} at offset {at})") from exc
     try:
-        meta, body = parse_front_matter(text.replace("\r\n", "\n"))
+        return read_front_matter(text)  # line ends normalised (CRLF and CR-only)
     except FrontMatterError as exc:
         raise DocumentError(name, str(exc)) from exc
-    if not body.strip():
-        raise DocumentError(name, "empty document (no text after front matter)" if meta else "empty file")
-    return meta, body
 
 
 def _too_large(size: int, max_bytes: int) -> str:
@@ -110,14 +485,158 @@ def _too_large(size: int, max_bytes: int) -> str:
         have, limit = f"{size:,} bytes", f"{max_bytes:,} bytes"
     else:
         have, limit = f"{have} MB", f"{limit} MB"
-    return f"file too large ({have} > limit {limit}; raise OSRAG_MAX_FILE_MB to allow it)"
+    return f"file too large ({have} > limit {limit}; raise OSRAG_MAX_FILE_BYTES to allow it)"
 
 
-def _first_heading(body: str) -> str | None:
+# ---------------------------------------------------------------- titles
+_FENCES = ("```", "~~~")
+
+
+def _outside_code(body: str) -> Iterator[str]:
+    """The lines of ``body`` outside fenced code blocks (a ``# comment`` in code is no heading)."""
+    fence: str | None = None
     for line in body.split("\n"):
-        if line.startswith("#"):
-            return line.lstrip("#").strip() or None
+        stripped = line.lstrip()
+        if fence is None:
+            opener = next((f for f in _FENCES if stripped.startswith(f)), None)
+            if opener is not None:
+                fence = stripped[: len(stripped) - len(stripped.lstrip(opener[0]))]
+                continue
+            yield line
+        elif stripped.startswith(fence) and not stripped.strip(fence[0]).strip():
+            fence = None
+
+
+def _heading(line: str) -> tuple[int, str] | None:
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3 or not stripped.startswith("#"):
+        return None
+    level = len(stripped) - len(stripped.lstrip("#"))
+    rest = stripped[level:]
+    if level > 6 or (rest and not rest[0].isspace()):
+        return None
+    return level, rest.strip().rstrip("#").strip()
+
+
+def first_heading(body: str) -> str | None:
+    """The first H1 outside code, else the first heading of any level; None when there is none."""
+    first_any: str | None = None
+    for line in _outside_code(body):
+        h = _heading(line)
+        if h is None or not h[1]:
+            continue
+        if h[0] == 1:
+            return h[1]
+        first_any = first_any or h[1]
+    return first_any
+
+
+def _headings_only(body: str) -> bool:
+    """Only ATX headings (and blank lines): a landing page the portal fills with its children."""
+    lines = [line for line in body.split("\n") if line.strip()]
+    return bool(lines) and all(_heading(line) is not None for line in lines)
+
+
+def sidecar_title(path: Path) -> str | None:
+    """A title kept beside the file: ``NAME.meta.json`` (``{"title": ...}``), or the folder's
+    ``_meta.yml`` / ``_meta.yaml`` / ``_meta.json`` mapping the file's name or stem to a title
+    (text, or a mapping with ``title``). A sidecar that cannot be read is a ``DocumentError``."""
+    own = path.with_name(path.stem + ".meta.json")
+    if own.is_file():
+        data = _load_sidecar(own, path)
+        got = data.get("title") if isinstance(data, dict) else None
+        if isinstance(got, str) and got.strip():
+            return got.strip()
+    for name in ("_meta.yml", "_meta.yaml", "_meta.json"):
+        folder_meta = path.with_name(name)
+        if not folder_meta.is_file():
+            continue
+        data = _load_sidecar(folder_meta, path)
+        if not isinstance(data, dict):
+            continue
+        entry = data.get(path.name, data.get(path.stem))
+        if isinstance(entry, dict):
+            entry = entry.get("title")
+        if isinstance(entry, str) and entry.strip():
+            return entry.strip()
     return None
 
 
-# ---------------------------------------------------------------- report
+def _load_sidecar(sidecar: Path, doc: Path) -> Any:
+    try:
+        text = sidecar.read_text(encoding="utf-8")
+        return json.loads(text) if sidecar.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        raise DocumentError(display_path(doc), f"title sidecar {sidecar.name} cannot be read: {exc}") from exc
+
+
+# ---------------------------------------------------------------- chunk guard
+def guard_chunks(
+    chunks: Sequence[Chunk], max_chars: int, count: Callable[[str], int] | None = None
+) -> list[Chunk]:
+    """The chunker's output within hard limits, whatever the input: a chunk longer than
+    ``max_chars`` (a 2.5-million-character word stays whole in every splitter) is cut into
+    pieces of at most ``max_chars``, at the last space where there is one; headings longer
+    than ``MAX_HEADING_CHARS`` are shortened in the heading path (a keyword field).
+    Ordinals are renumbered so chunk ids stay dense and ordered."""
+    out: list[Chunk] = []
+    changed = False
+    for c in chunks:
+        path = tuple(
+            h if len(h) <= MAX_HEADING_CHARS else h[: MAX_HEADING_CHARS - 1] + "…" for h in c.heading_path
+        )
+        if path != c.heading_path:
+            prefix = c.text[: len(c.text) - len(c.body)] if c.body and c.text.endswith(c.body) else ""
+            new_prefix = " > ".join(path) + "\n\n" if prefix else ""
+            c = dataclasses.replace(c, heading_path=path, text=new_prefix + c.text[len(prefix) :])
+            changed = True
+        if len(c.text) <= max_chars:
+            out.append(c)
+            continue
+        changed = True
+        out.extend(_cut(c, max_chars, count))
+    if not changed:
+        return list(chunks)
+    return [dataclasses.replace(c, ordinal=i) for i, c in enumerate(out)]
+
+
+def _cut(c: Chunk, max_chars: int, count: Callable[[str], int] | None) -> list[Chunk]:
+    body = c.body or c.text
+    prefix = c.text[: len(c.text) - len(body)] if c.text.endswith(body) else ""
+    room = max(max_chars - len(prefix), max_chars // 2, 1)
+    exact = c.end - c.start == len(body)  # the body is the document's text[start:end]
+    pieces: list[Chunk] = []
+    pos = 0
+    while pos < len(body):
+        end = min(pos + room, len(body))
+        if end < len(body):
+            space = body.rfind(" ", pos + room // 2, end)
+            if space > pos:
+                end = space + 1
+        piece = body[pos:end]
+        text = prefix + piece
+        start, stop = (c.start + pos, c.start + end) if exact else (c.start, c.end)
+        tokens = count(text) if count is not None else max(1, len(text) // 10)
+        pieces.append(
+            dataclasses.replace(c, text=text, body=piece, start=start, end=stop, token_count=tokens)
+        )
+        pos = end
+    return pieces
+
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "Found",
+    "ReadOptions",
+    "ReadReport",
+    "collection_of",
+    "display_path",
+    "find_files",
+    "first_heading",
+    "guard_chunks",
+    "page_url",
+    "read_document",
+    "read_tree",
+    "sidecar_title",
+    "walk",
+]

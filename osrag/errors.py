@@ -52,6 +52,12 @@ class DocumentError(OsragError):
         self.reason = reason
 
 
+class DocumentSkipped(DocumentError):
+    """An input is not indexed, by design rather than by fault: a file with no text (empty, blank,
+    front matter or headings only), a FIFO or device, a symlink leaving the ingest root. Reported
+    with its reason; an ingest still exits 0 unless ``--strict``."""
+
+
 class BulkIndexError(OsragError):
     """Some bulk items failed after retries; carries them so none is lost silently."""
 

@@ -80,7 +80,7 @@ def test_read_document_defaults_doc_id_to_relative_path(tmp_path: Path) -> None:
     doc = read_document(p, root, LIMIT)
     assert doc.doc_id == "kb/delivery/zones"  # the collection (the root's name), then the path
     assert doc.title == "Зоны доставки"  # first heading
-    assert doc.source == str(p)
+    assert doc.source == "kb/delivery/zones.md"  # relative to the root, in its collection: no local path
     # A file outside the root falls back to its own name in the collection.
     other = write(tmp_path / "elsewhere" / "note.txt", "просто текст\n")
     doc2 = read_document(other, root, LIMIT)
@@ -178,7 +178,7 @@ def test_file_over_limit_rejected_by_size_without_reading(
     reason = ei.value.reason
     assert "too large" in reason
     assert "(2 MB > limit 1.5 MB" in reason  # names the size and the limit
-    assert "OSRAG_MAX_FILE_MB" in reason
+    assert "OSRAG_MAX_FILE_BYTES" in reason
 
 
 def test_small_limit_is_printed_readably(tmp_path: Path) -> None:

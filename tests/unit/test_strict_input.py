@@ -37,7 +37,7 @@ FRONT_MATTER_ERRORS = [
     ("---\nacl: [group B]\n---\n", "field 'acl' has a bad group name 'group B'"),
     ("---\nacl: [groupB\n---\n", "front matter is not valid YAML"),
     ("---\nacls: groupB\n---\n", "field 'acls' is unknown"),
-    ("---\nurl: http://x\n---\n", "field 'url' is unknown"),
+    ("---\ncategroy: promo\n---\n", "field 'categroy' is unknown: did you mean 'category'?"),
     ("---\nacl: a\nACL: b\n---\n", "field 'acl' is given twice"),
     ("---\ncategory: 12\n---\n", "field 'category' must be text, got a number 12 (quote it)"),
     ("---\ntenant: two words\n---\n", "field 'tenant' must be one name"),
