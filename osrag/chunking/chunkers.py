@@ -53,11 +53,7 @@ def chunk_markdown(
         drafts = _merge_small(env, frame, _pack(env, frame, _section_pieces(env, frame, blocks)))
         groups.append(_Group(sec, path, frame, tuple(drafts)))
     groups = _merge_tiny_sections(env, parsed, groups)
-    return _emit(
-        doc,
-        env,
-        [(d, g.frame, g.path, g.section.section_id, g.section.parent_id) for g in groups for d in g.drafts],
-    )
+    return _emit(doc, env, [(d, g.frame, g.path, g.section) for g in groups for d in g.drafts])
 
 
 def chunk_text(
@@ -90,11 +86,10 @@ def chunk_text(
         i = j + 1
     drafts = _merge_small(env, frame, _pack(env, frame, pieces))
     sections = parse_sections(doc)
-    items = []
-    for d in drafts:
-        sec = _section_at(sections, min(p.start for p in d if p.kind != "overlap"))
-        sid = sec.section_id if sec else f"{doc.doc_id}#root"
-        items.append((d, frame, path, sid, sec.parent_id if sec else None))
+    items = [
+        (d, frame, path, _section_at(sections, min(p.start for p in d if p.kind != "overlap")))
+        for d in drafts
+    ]
     return _emit(doc, env, items)
 
 

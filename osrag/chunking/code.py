@@ -8,15 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from osrag.chunking.frame import _Env, _Frame, _Piece
-from osrag.chunking.markdown import (
-    _Block,
-    _closes_fence,
-    _content_end,
-    _content_start,
-    _indent,
-    _Line,
-    _open_fence,
-)
+from osrag.chunking.markdown import _Block, _content_end, _content_start, _indent, _Line
 from osrag.chunking.splitting import _prefixed
 
 # ---- code ----------------------------------------------------------------
@@ -216,10 +208,10 @@ def _code_pieces(
     whole = text[lead : block.end]
     if frame.fits(whole) or block.last == block.first:
         return [_Piece(whole, lead, block.end, "code", bi)]
-    opener = L[block.first].text.strip()
-    fence = _open_fence(L[block.first].text) or "```"
-    closed = _closes_fence(L[block.last].text, fence)
-    lo, hi = block.first + 1, block.last - 1 if closed else block.last
+    fence = block.fence or "```"  # indented code is re-fenced in its pieces
+    opener = L[block.first].text.strip() if block.fence else fence
+    lo = block.first + 1 if block.fence else block.first
+    hi = block.last - 1 if block.fence and block.closed else block.last
     while lo <= hi and not L[lo].text.strip():
         lo += 1
     while hi >= lo and not L[hi].text.strip():

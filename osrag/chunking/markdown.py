@@ -1,8 +1,10 @@
-"""Line-based Markdown scanner: lines -> blocks -> sections.
+"""Markdown structure for the chunker: lines -> blocks -> sections, from markdown-it tokens.
 
-No third-party Markdown parser: the scanner knows exactly the constructs the
-chunking rules need (ATX headings, ``` / ~~~ fences, pipe tables, ``-``/``*``/``+``/
-``1.`` lists nested by indentation, ``[^n]:`` footnotes, paragraphs).
+``osrag.chunking.parser`` parses (CommonMark + GFM tables + footnotes, lenient about backticks in
+a fence's info string); this module turns its top-level block tokens into the chunker's blocks
+(heading, paragraph, table, code, list, footnote) with exact line and character spans, lists into
+their item tree, and headings into sections with a title and an anchor (``{#id}`` when the heading
+gives one, else a GitHub-style slug, numbered when repeated).
 """
 
 from __future__ import annotations
@@ -11,22 +13,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from markdown_it.token import Token
+
 from osrag.chunking.model import Document, Section
+from osrag.chunking.parser import block_tokens, inline_text
 
-# --------------------------------------------------------------------------
-# Line-based Markdown scanner
-# --------------------------------------------------------------------------
-
-_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)(.*)$")
-_HEADING_CLOSE_RE = re.compile(r"(?:^|[ \t])#+[ \t]*$")
-_FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
-_FENCE_CLOSE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*$")
-_FOOTDEF_RE = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:")
+# Footnote references in chunk text (``[^n]``), to append the note's text after its reference.
 _FOOTREF_RE = re.compile(r"\[\^([^\]\s]+)\](?!:)")
-_LIST_RE = re.compile(r"^([ \t]*)(?:[-*+]|(\d{1,9})[.)])[ \t]+\S")
-_HRULE_RE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_TABLE_SEP_CELL_RE = re.compile(r"^[ \t]*:?-+:?[ \t]*$")
+_FOOTDEF_RE = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:")
+# A table caption in prose ("Таблица 3 — …"), which travels with the table after it.
 _CAPTION_RE = re.compile(r"^(?:\*\*|__)?(?:таблица|табл\.|table)\s*№?\s*\d", re.I)
+# An explicit heading id at the end of a heading: {#id}, {#id .class}, {: #id}.
+_HEADING_ID_RE = re.compile(r"\s*\{:?\s*#([^\s{}]+)[^{}]*\}\s*$")
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,15 @@ class _Line:
 
 
 @dataclass(frozen=True)
+class _Item:
+    first: int  # line index of the marker line
+    start: int  # offset of that line's start (indentation kept for nesting)
+    end: int
+    head_end: int  # end of the lines before the first child item
+    children: tuple[_Item, ...]
+
+
+@dataclass(frozen=True)
 class _Block:
     kind: str  # heading | paragraph | table | code | list | footnote
     first: int  # first line index
@@ -44,7 +51,11 @@ class _Block:
     start: int  # offset of the first non-space char
     end: int  # offset after the last non-space char
     level: int = 0  # heading level
-    label: str = ""  # heading title / footnote id
+    label: str = ""  # heading title (plain text) / footnote id
+    anchor: str = ""  # heading anchor as written ({#id}); "" when the heading gives none
+    fence: str = ""  # code: the opening fence (``` / ~~~~), "" for indented code
+    closed: bool = True  # code: whether the fence has a closing line
+    items: tuple[_Item, ...] = ()  # list: its items, nested
 
 
 def _split_lines(text: str) -> tuple[_Line, ...]:
@@ -77,148 +88,114 @@ def _content_end(line: _Line) -> int:
     return line.start + len(line.text.rstrip())
 
 
-def _open_fence(t: str, max_indent: int | None = 3) -> str | None:
-    """Return the fence chars if ``t`` opens a fenced code block."""
-    m = _FENCE_RE.match(t)
-    if not m or (max_indent is not None and _indent(t) > max_indent):
-        return None
-    if m.group(2)[0] == "`" and "`" in m.group(3):
-        return None  # ```inline``` on one line is not a fence
-    return m.group(2)
+def _last_nonblank(lines: Sequence[_Line], a: int, b: int) -> int:
+    """Last non-blank line index within ``a..b`` (``a`` when all are blank)."""
+    b = min(b, len(lines) - 1)
+    while b > a and not lines[b].text.strip():
+        b -= 1
+    return b
 
 
-def _closes_fence(t: str, fence: str) -> bool:
-    m = _FENCE_CLOSE_RE.match(t)
-    return bool(m) and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
+def heading_label(source: str) -> tuple[str, str]:
+    """(plain title, explicit anchor or "") of a heading's inline source."""
+    m = _HEADING_ID_RE.search(source)
+    anchor = ""
+    if m:
+        anchor, source = m.group(1), source[: m.start()]
+    return inline_text(source), anchor
 
 
-def _fence_end(lines: Sequence[_Line], i: int, fence: str) -> int:
-    """Index of the closing fence line; an unclosed fence runs to the end."""
-    for k in range(i + 1, len(lines)):
-        if _closes_fence(lines[k].text, fence):
-            return k
-    k = len(lines) - 1
-    while k > i and not lines[k].text.strip():
-        k -= 1
-    return k
+def slugify(text: str) -> str:
+    """GitHub-style heading slug: lower case, word characters and hyphens, spaces to hyphens."""
+    kept = "".join(ch for ch in text.strip().lower() if ch.isalnum() or ch in "_- ")
+    return kept.replace(" ", "-")
 
 
-def _is_table_sep(t: str) -> bool:
-    s = t.strip()
-    if "|" not in s or "-" not in s:
-        return False
-    if s.startswith("|"):
-        s = s[1:]
-    if s.endswith("|"):
-        s = s[:-1]
-    return all(_TABLE_SEP_CELL_RE.match(c) for c in s.split("|"))
+def _is_fence_close(line: str, fence: str) -> bool:
+    s = line.strip()
+    return len(s) >= len(fence) and s == fence[0] * len(s)
 
 
-def _is_table_start(lines: Sequence[_Line], k: int) -> bool:
-    return k + 1 < len(lines) and "|" in lines[k].text and _is_table_sep(lines[k + 1].text)
+def _list_items(tokens: Sequence[Token], i: int, j: int, lines: Sequence[_Line]) -> tuple[_Item, ...]:
+    """The item tree of the list whose tokens are ``tokens[i:j]``, from the items' own line maps."""
+    stack: list[tuple[Token, list[_Item]]] = []
+    top: list[_Item] = []
+    for tok in tokens[i:j]:
+        if tok.type == "list_item_open" and tok.map:
+            stack.append((tok, []))
+        elif tok.type == "list_item_close" and stack:
+            opened, kids = stack.pop()
+            a, b = opened.map  # type: ignore[misc]
+            last = _last_nonblank(lines, a, b - 1)
+            head_last = _last_nonblank(lines, a, kids[0].first - 1) if kids else last
+            item = _Item(
+                a, lines[a].start, _content_end(lines[last]), _content_end(lines[head_last]), tuple(kids)
+            )
+            (stack[-1][1] if stack else top).append(item)
+    return tuple(top)
 
 
-def _starts_block(lines: Sequence[_Line], k: int) -> bool:
-    """Whether line ``k`` interrupts a running paragraph."""
-    t = lines[k].text
-    if _HRULE_RE.match(t) or _HEADING_RE.match(t) or _FOOTDEF_RE.match(t):
-        return True
-    if _open_fence(t) is not None:
-        return True
-    m = _LIST_RE.match(t)
-    if m and (m.group(2) is None or m.group(2) == "1"):
-        return True  # as in CommonMark, only "1." may interrupt a paragraph
-    return _is_table_start(lines, k)
+def _block(lines: Sequence[_Line], kind: str, a: int, b: int, **kw: object) -> _Block:
+    last = _last_nonblank(lines, a, b)
+    return _Block(kind, a, last, _content_start(lines[a]), _content_end(lines[last]), **kw)  # type: ignore[arg-type]
 
 
-def _list_end(lines: Sequence[_Line], i: int) -> int:
-    base = _indent(lines[i].text)
-    last = i
-    k = i + 1
-    while k < len(lines):
-        t = lines[k].text
-        if not t.strip():
-            k += 1
-            continue
-        if _LIST_RE.match(t) and not _HRULE_RE.match(t):
-            pass  # another item, at any depth
-        elif _indent(t) > base:
-            fence = _open_fence(t, max_indent=None)
-            if fence is not None:  # fenced code inside an item: swallow whole
-                k = _fence_end(lines, k, fence)
-        elif k == last + 1 and not _starts_block(lines, k):
-            pass  # lazy continuation line
-        else:
-            break
-        last = k
-        k += 1
-    return last
-
-
-def _footnote_end(lines: Sequence[_Line], i: int) -> int:
-    last = i
-    k = i + 1
-    while k < len(lines):
-        t = lines[k].text
-        if not t.strip():
-            k += 1
-            continue
-        if (k == last + 1 and not _starts_block(lines, k)) or (k > last + 1 and _indent(t) >= 2):
-            pass
-        else:
-            break
-        last = k
-        k += 1
-    return last
-
-
-def _make_block(lines: Sequence[_Line], kind: str, i: int, j: int, level: int = 0, label: str = "") -> _Block:
-    return _Block(kind, i, j, _content_start(lines[i]), _content_end(lines[j]), level, label)
-
-
-def _scan_blocks(lines: Sequence[_Line]) -> tuple[_Block, ...]:
-    blocks: list[_Block] = []
-    n = len(lines)
-    i = 0
+def _scan_blocks(text: str, lines: Sequence[_Line]) -> tuple[_Block, ...]:
+    """Top-level blocks in line order. Lines the parser gives no token still become blocks, so no
+    text is lost: footnote definitions (the footnote plugin keeps them out of the block tokens
+    while inline parsing is off), link reference definitions."""
+    tokens = block_tokens(text)
+    found: list[_Block] = []
+    i, n = 0, len(tokens)
     while i < n:
-        t = lines[i].text
-        if not t.strip() or _HRULE_RE.match(t):
+        tok = tokens[i]
+        if tok.level != 0 or tok.nesting < 0 or not tok.map:
             i += 1
             continue
-        fence = _open_fence(t)
-        hm = _HEADING_RE.match(t)
-        fm = _FOOTDEF_RE.match(t)
-        if fence is not None:
-            j = _fence_end(lines, i, fence)
-            blocks.append(_make_block(lines, "code", i, j))
-        elif hm:
-            title = _HEADING_CLOSE_RE.sub("", hm.group(2).strip()).strip()
-            blocks.append(_make_block(lines, "heading", i, i, len(hm.group(1)), title))
-            j = i
-        elif fm:
-            j = _footnote_end(lines, i)
-            blocks.append(_make_block(lines, "footnote", i, j, label=fm.group(1)))
-        elif _is_table_start(lines, i):
-            j = i + 1
-            while (
-                j + 1 < n
-                and lines[j + 1].text.strip()
-                and "|" in lines[j + 1].text
-                and not _HEADING_RE.match(lines[j + 1].text)
-                and _open_fence(lines[j + 1].text) is None
-            ):
+        a, b = tok.map[0], tok.map[1] - 1
+        j = i + 1
+        if tok.nesting == 1:  # past the matching close: the next level-0 closing token
+            while j < n and not (tokens[j].level == 0 and tokens[j].nesting == -1):
                 j += 1
-            blocks.append(_make_block(lines, "table", i, j))
-        elif _LIST_RE.match(t):
-            j = _list_end(lines, i)
-            blocks.append(_make_block(lines, "list", i, j))
-        else:
-            j = i
-            while j + 1 < n and lines[j + 1].text.strip() and not _starts_block(lines, j + 1):
-                j += 1
-            blocks.append(_make_block(lines, "paragraph", i, j))
-        i = j + 1
-    return tuple(blocks)
+            j += 1
+        t = tok.type
+        if t == "heading_open":
+            label, anchor = heading_label(tokens[i + 1].content if i + 1 < n else "")
+            found.append(_block(lines, "heading", a, a, level=int(tok.tag[1:]), label=label, anchor=anchor))
+        elif t in ("fence", "code_block"):
+            fence = tok.markup if t == "fence" else ""
+            last = _last_nonblank(lines, a, b)
+            closed = t != "fence" or (last > a and _is_fence_close(lines[last].text, fence))
+            found.append(_block(lines, "code", a, b, fence=fence, closed=closed))
+        elif t in ("bullet_list_open", "ordered_list_open"):
+            found.append(_block(lines, "list", a, b, items=_list_items(tokens, i, j, lines)))
+        elif t == "table_open":
+            found.append(_block(lines, "table", a, b))
+        elif t != "hr":
+            found.append(_block(lines, "paragraph", a, b))
+        i = j
+    return _fill_gaps(lines, sorted(found, key=lambda blk: blk.first))
+
+
+def _fill_gaps(lines: Sequence[_Line], blocks: Sequence[_Block]) -> tuple[_Block, ...]:
+    out: list[_Block] = []
+    k = 0
+    for blk in (*blocks, None):
+        stop = blk.first if blk is not None else len(lines)
+        while k < stop:
+            if not lines[k].text.strip():
+                k += 1
+                continue
+            e = k
+            while e + 1 < stop and lines[e + 1].text.strip() and not _FOOTDEF_RE.match(lines[e + 1].text):
+                e += 1
+            m = _FOOTDEF_RE.match(lines[k].text)
+            out.append(_block(lines, "footnote" if m else "paragraph", k, e, label=m.group(1) if m else ""))
+            k = e + 1
+        if blk is not None:
+            out.append(blk)
+            k = max(k, blk.last + 1)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -230,10 +207,30 @@ class _Parsed:
     heading: tuple[int, ...]  # per section: its heading block index, -1 for root
 
 
+def _anchors(blocks: Sequence[_Block], heads: Sequence[int]) -> list[str]:
+    """Each heading's anchor: its explicit id, else its slug ("-1", "-2" on repeats, as GitHub)."""
+    used: dict[str, int] = {}
+    out: list[str] = []
+    for bi in heads:
+        b = blocks[bi]
+        if b.anchor:
+            out.append(b.anchor)
+            used.setdefault(b.anchor, 0)
+            continue
+        slug = slugify(b.label)
+        if slug in used:
+            used[slug] += 1
+            slug = f"{slug}-{used[slug]}"
+        used.setdefault(slug, 0)
+        out.append(slug)
+    return out
+
+
 def _parse(doc: Document) -> _Parsed:
     lines = _split_lines(doc.text)
-    blocks = _scan_blocks(lines)
+    blocks = _scan_blocks(doc.text, lines)
     heads = [bi for bi, b in enumerate(blocks) if b.kind == "heading"]
+    anchors = _anchors(blocks, heads)
     sections: list[Section] = []
     own: list[tuple[int, ...]] = []
     heading: list[int] = []
@@ -251,7 +248,8 @@ def _parse(doc: Document) -> _Parsed:
         path = (stack[-1][2] if stack else ()) + (b.label,)
         stop = next((h for h in heads[n + 1 :] if blocks[h].level <= b.level), len(blocks))
         sid = f"{doc.doc_id}#{n}"
-        sections.append(Section(sid, path, b.level, lines[b.first].start, blocks[stop - 1].end, parent))
+        end = blocks[stop - 1].end
+        sections.append(Section(sid, path, b.level, lines[b.first].start, end, parent, anchors[n]))
         nxt = heads[n + 1] if n + 1 < len(heads) else len(blocks)
         own.append(tuple(range(bi + 1, nxt)))
         heading.append(bi)
@@ -263,6 +261,20 @@ def parse_sections(doc: Document) -> list[Section]:
     """Sections in document order (root first when there is text before the
     first heading). Headings inside fenced code are not headings."""
     return list(_parse(doc).sections)
+
+
+def markdown_title(text: str) -> str | None:
+    """The title a Markdown body gives itself: its first H1, else the first heading of the
+    shallowest level it uses; a heading needs a letter or digit to count. Never a line of code
+    (``# comment`` in a fence is code to the parser). None when it has no such heading."""
+    lines = _split_lines(text)
+    heads = [
+        b for b in _scan_blocks(text, lines) if b.kind == "heading" and any(c.isalnum() for c in b.label)
+    ]
+    if not heads:
+        return None
+    top = min(b.level for b in heads)
+    return next(b.label for b in heads if b.level == top)
 
 
 def _section_at(sections: Sequence[Section], pos: int) -> Section | None:

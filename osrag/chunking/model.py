@@ -40,13 +40,19 @@ def simple_token_count(text: str) -> int:
 
 @dataclass(frozen=True)
 class Document:
-    """One source document; the caller reads files and strips front matter."""
+    """One source document; the caller reads files and strips front matter.
+
+    For Markdown, ``text`` is what the reader made of the file (``osrag.chunking.dialects``:
+    directives as readable text, includes and variables resolved), and every chunk span points
+    into it. ``notes`` are what the reader had to say about the file (a fence it closed at the
+    end, an include it could not find), for the ingest report."""
 
     doc_id: str
     text: str
     source: str = ""
     title: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
     #: Values for the dialects' variables (``{var(cloud)}``): the rules file's ``vars`` and ``--var``.
     variables: Mapping[str, str] = field(default_factory=dict)
 
@@ -63,6 +69,7 @@ class Section:
     start: int
     end: int
     parent_id: str | None
+    anchor: str = ""  # the heading's {#id}, else its slug; "" for text before the first heading
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class Chunk:
     start: int
     end: int
     token_count: int
+    anchor: str = ""  # the anchor of the section the chunk belongs to, for links to page#anchor
 
     @property
     def chunk_id(self) -> str:

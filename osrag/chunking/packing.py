@@ -143,9 +143,9 @@ def _merge_tiny_sections(env: _Env, parsed: _Parsed, groups: list[_Group]) -> li
             heads: list[_Piece] = []
             for m in range(j, k + 1):
                 hb = heading_of[out[m].section.section_id]
-                if hb >= 0:
+                if hb >= 0:  # the heading as a Markdown line of its plain title, without {#id}
                     b = parsed.blocks[hb]
-                    heads.append(_Piece(env.text[b.start : b.end], b.start, b.end, "heading"))
+                    heads.append(_Piece(f"{'#' * b.level} {b.label}", b.start, b.end, "heading"))
             cand = _merged([*draft, *heads], out[k].drafts[0])
             if not g.frame.fits(_join(env.text, cand)):
                 break
@@ -169,10 +169,11 @@ def _kind(pieces: Sequence[_Piece]) -> str:
 def _emit(
     doc: Document,
     env: _Env,
-    items: Sequence[tuple[_Draft, _Frame, tuple[str, ...], str, str | None]],
+    items: Sequence[tuple[_Draft, _Frame, tuple[str, ...], Section | None]],
 ) -> list[Chunk]:
+    """Chunks from drafts, each with the section it belongs to (None: a document without one)."""
     out: list[Chunk] = []
-    for draft, frame, path, sid, parent in items:
+    for draft, frame, path, sec in items:
         body = env.with_notes(_join(env.text, draft))
         if not body.strip():
             continue
@@ -185,12 +186,13 @@ def _emit(
                 text=text,
                 body=body,
                 heading_path=path,
-                section_id=sid,
-                parent_section_id=parent,
+                section_id=sec.section_id if sec else f"{doc.doc_id}#root",
+                parent_section_id=sec.parent_id if sec else None,
                 kind=_kind(draft),
                 start=min(p.start for p in new),
                 end=max(p.end for p in new),
                 token_count=env.count(text),
+                anchor=sec.anchor if sec else "",
             )
         )
     return out

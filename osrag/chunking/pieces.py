@@ -7,21 +7,10 @@ code by ``osrag.chunking.code``; a lead-in or caption travels with the structure
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from osrag.chunking.code import _code_pieces
 from osrag.chunking.frame import _Env, _Frame, _Piece
-from osrag.chunking.markdown import (
-    _CAPTION_RE,
-    _HRULE_RE,
-    _LIST_RE,
-    _Block,
-    _closes_fence,
-    _content_end,
-    _indent,
-    _Line,
-    _open_fence,
-)
+from osrag.chunking.markdown import _CAPTION_RE, _Block, _content_end, _Item
 from osrag.chunking.splitting import _group_spans, _prefixed, _sentence_spans, _split_units, _trim
 
 
@@ -69,62 +58,6 @@ def _content_start_at(text: str, pos: int) -> int:
 
 
 # ---- lists ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Item:
-    first: int  # line index of the marker line
-    start: int  # offset of that line's start (indentation kept for nesting)
-    end: int
-    head_end: int  # end of the lines before the first child item
-    children: tuple[_Item, ...]
-
-
-def _list_items(lines: Sequence[_Line], block: _Block) -> tuple[_Item, ...]:
-    is_item: dict[int, bool] = {}
-    fence: str | None = None
-    for k in range(block.first, block.last + 1):
-        t = lines[k].text
-        if fence is not None:
-            is_item[k] = False
-            if _closes_fence(t, fence):
-                fence = None
-            continue
-        f = _open_fence(t, max_indent=None)
-        if f is not None:
-            fence = f
-            is_item[k] = False
-            continue
-        is_item[k] = bool(_LIST_RE.match(t)) and not _HRULE_RE.match(t)
-
-    def last_nonblank(a: int, b: int) -> int:
-        while b > a and not lines[b].text.strip():
-            b -= 1
-        return b
-
-    def items(lo: int, hi: int) -> tuple[_Item, ...]:
-        marks = [k for k in range(lo, hi + 1) if is_item[k]]
-        if not marks:
-            return ()
-        lvl = min(_indent(lines[k].text) for k in marks)
-        tops = [k for k in marks if _indent(lines[k].text) <= lvl + 1]
-        out: list[_Item] = []
-        for a, k in enumerate(tops):
-            last = last_nonblank(k, tops[a + 1] - 1 if a + 1 < len(tops) else hi)
-            kids = items(k + 1, last)
-            head_last = last_nonblank(k, kids[0].first - 1) if kids else last
-            out.append(
-                _Item(
-                    k,
-                    lines[k].start,
-                    _content_end(lines[last]),
-                    _content_end(lines[head_last]),
-                    kids,
-                )
-            )
-        return tuple(out)
-
-    return items(block.first, block.last)
 
 
 def _split_items(env: _Env, frame: _Frame, items: Sequence[_Item], header: str) -> list[tuple[str, int, int]]:
@@ -190,7 +123,7 @@ def _list_pieces(
     if frame.fits(whole):
         return [_Piece(whole, lead, block.end, "list", bi)]
     header = text[intro[0] : intro[1]] if intro else ""
-    raw = _split_items(env, frame, _list_items(env.lines, block), header)
+    raw = _split_items(env, frame, block.items, header)
     pieces = [_Piece(body, _content_start_at(text, s), e, "list", bi) for body, s, e in raw]
     if pieces:
         pieces[0] = _Piece(pieces[0].body, lead, pieces[0].end, "list", bi)
