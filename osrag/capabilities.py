@@ -114,8 +114,71 @@ def from_responses(info: Mapping[str, Any], cat_plugins: Iterable[Mapping[str, A
 
 
 def detect(cluster: Any) -> Capabilities:
-    """Ask the cluster (an ``osrag.connection.Cluster``): two requests."""
+    """Ask the cluster (an ``osrag.connection.Cluster``): two requests (none on Serverless)."""
+    if getattr(cluster.settings, "serverless", False):
+        return serverless_capabilities()
     return from_responses(cluster.info(), cluster.plugins())
+
+
+# ---------------------------------------------------------------- Amazon OpenSearch Serverless
+#: What a Serverless collection is taken to support. It has no ``GET /`` version and no
+#: ``_cat/plugins`` to probe, and runs the k-NN and neural-search plugins it manages itself; osrag
+#: takes the conservative side of every feature it would otherwise probe: filters inside each
+#: head, no ``pagination_depth``, duplicates collapsed by osrag, no weighted RRF.
+SERVERLESS_VERSION = "serverless"
+
+
+def serverless_capabilities() -> Capabilities:
+    """Fixed capabilities for OSRAG_AWS_SERVICE=aoss (no probe is possible there)."""
+    caps = Capabilities(
+        version=SERVERLESS_VERSION,
+        plugins=REQUIRED_PLUGINS,
+        weighted_rrf=False,
+        hybrid_filter=False,
+        pagination_depth=False,
+        knn_method_parameters=True,
+        collapse_in_hybrid=False,
+    )
+    return _with_adapted(caps)
+
+
+#: Command -> what Serverless lacks that the command needs (Amazon's list of the operations a
+#: collection supports, "Supported operations and plugins in Amazon OpenSearch Serverless", has
+#: none of these). ``osrag`` refuses these commands up front with this line; README has the table.
+SERVERLESS_LACKS: dict[str, str] = {
+    "ingest": (
+        "_delete_by_query and _refresh, which ingest's hidden-then-flipped versions need "
+        "(replaced chunks are deleted by query, a batch is refreshed before its flip)"
+    ),
+    "reindex": "_reindex and the scroll API (a zero-downtime reindex copies on the server)",
+    "demo": "_delete_by_query and _refresh (the demo ingests the sample corpus)",
+}
+
+#: Options that cannot work on Serverless, and why (checked with the command's settings).
+SERVERLESS_FUSION = (
+    "OSRAG_FUSION=rrf: Serverless hybrid search offers the normalization-processor (min_max, l2) only, "
+    "not score-ranker-processor (RRF); use OSRAG_FUSION=minmax"
+)
+SERVERLESS_ROLES = (
+    "install --roles: Serverless has no security plugin REST API; grant access with a data access "
+    "policy instead (README, Authentication)"
+)
+
+
+def refuse_on_serverless(settings: Any, command: str, *, roles: bool = False) -> None:
+    """One ``ConfigError`` line when ``command`` needs an API Serverless lacks; nothing otherwise."""
+    from osrag.errors import ConfigError
+
+    if not getattr(settings, "serverless", False):
+        return
+    if command in SERVERLESS_LACKS:
+        raise ConfigError(
+            f"osrag {command} cannot run on OpenSearch Serverless: it lacks {SERVERLESS_LACKS[command]}"
+        )
+    if roles:
+        raise ConfigError(SERVERLESS_ROLES)
+    if settings.fusion == "rrf" and command in ("install", "search", "section", "eval"):
+        raise ConfigError(SERVERLESS_FUSION)
 
 
 #: Pipeline files that have a form for servers without weighted RRF (before 3.1).

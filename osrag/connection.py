@@ -3,6 +3,14 @@
 Nothing here touches the network at import or construction; the first call
 that needs the cluster does, and an unreachable cluster becomes a one-line
 ``ClusterUnavailable`` rather than a transport traceback.
+
+Authentication (``OSRAG_AUTH``) is decided here once, for the sync and the async client
+alike: ``none``, ``basic`` (user and password), ``sigv4`` (AWS request signing with
+opensearch-py's signers, credentials from the standard AWS chain; the ``aws`` extra),
+``cert`` (a client certificate and key, mTLS) or ``header`` (``OSRAG_AUTH_HEADER`` sent
+as the ``Authorization`` header). No secret is put anywhere a log line or an error could
+show it: the header value and the password stay in ``SecretStr`` until the transport
+needs them.
 """
 
 from __future__ import annotations
@@ -18,13 +26,55 @@ from osrag.settings import Settings, redact_url
 T = TypeVar("T")
 
 
-def client_options(settings: Settings) -> dict[str, Any]:
+def aws_credentials() -> Any:
+    """Credentials from the standard AWS chain (environment, shared files and profile, SSO, the
+    container or instance role), as boto3 resolves them; a ``ConfigError`` when there are none."""
+    try:
+        import boto3
+    except ImportError as exc:
+        raise ConfigError("OSRAG_AUTH=sigv4 needs boto3: pip install 'osrag[aws]'") from exc
+    creds = boto3.Session().get_credentials()
+    if creds is None:
+        raise ConfigError(
+            "OSRAG_AUTH=sigv4 found no AWS credentials (environment, ~/.aws profile or instance role)"
+        )
+    return creds
+
+
+def _signer(settings: Settings, asynchronous: bool) -> Any:
+    """opensearch-py's SigV4 signer for the transport in use (urllib3 for sync, aiohttp for async)."""
+    creds = aws_credentials()
+    region = settings.effective_aws_region
+    if asynchronous:
+        from opensearchpy.helpers.asyncsigner import AWSV4SignerAsyncAuth
+
+        return AWSV4SignerAsyncAuth(creds, region, settings.aws_service)
+    from opensearchpy.helpers.signer import Urllib3AWSV4SignerAuth
+
+    return Urllib3AWSV4SignerAuth(creds, region, settings.aws_service)
+
+
+def auth_options(settings: Settings, asynchronous: bool = False) -> dict[str, Any]:
+    """The client options of the authentication mode in force (``Settings.auth_mode``)."""
+    mode = settings.auth_mode
+    if mode == "basic":
+        return {"http_auth": settings.credentials()}
+    if mode == "sigv4":
+        return {"http_auth": _signer(settings, asynchronous)}
+    if mode == "cert":
+        return {"client_cert": str(settings.client_cert), "client_key": str(settings.client_key)}
+    if mode == "header":
+        assert settings.auth_header is not None  # the settings validator guarantees it
+        return {"headers": {settings.auth_header_name: settings.auth_header.get_secret_value()}}
+    return {}
+
+
+def client_options(settings: Settings, asynchronous: bool = False) -> dict[str, Any]:
     """The connection options both clients (sync and async) are built with."""
     return dict(
         # user-info kept out of the transport: its logs and errors show hosts. Several hosts (OSRAG_HOSTS):
         # the transport round-robins and, when a node stops answering, marks it dead and retries elsewhere.
         hosts=settings.host_urls,
-        http_auth=settings.credentials(),
         verify_certs=settings.tls_verify,
         ssl_show_warn=settings.tls_verify,
         ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
@@ -33,6 +83,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
         retry_on_timeout=True,
         retry_on_status=(429, 502, 503, 504),
         http_compress=True,
+        **auth_options(settings, asynchronous),
     )
 
 
@@ -49,7 +100,7 @@ def make_async_client(settings: Settings) -> Any:
         from opensearchpy import AsyncOpenSearch
     except ImportError as exc:  # opensearch-py exports it only when aiohttp is installed
         raise ConfigError("AsyncSearchClient needs aiohttp: pip install 'osrag[async]'") from exc
-    return AsyncOpenSearch(**client_options(settings))
+    return AsyncOpenSearch(**client_options(settings, asynchronous=True))
 
 
 @contextmanager
@@ -66,6 +117,10 @@ def translate_errors(url: str, what: str = "request") -> Iterator[None]:
         ) from exc
     except ose.AuthenticationException as exc:
         raise ClusterError(f"OpenSearch at {shown} refused the credentials for {what}") from exc
+    except ose.AuthorizationException as exc:
+        raise ClusterError(
+            f"OpenSearch at {shown} refused {what} (403): {_unsecret(_reason(exc), url)}"
+        ) from exc
     except ose.TransportError as exc:
         raise ClusterError(f"OpenSearch {what} failed: {_unsecret(_reason(exc), url)}") from exc
 
@@ -89,6 +144,9 @@ def _short(exc: Exception) -> str:
 
 def _reason(exc: Any) -> str:
     info = getattr(exc, "info", None)
+    if isinstance(info, dict) and not info.get("error") and (info.get("message") or info.get("Message")):
+        # AWS (a refused signature, a missing IAM permission) answers {"message": "..."}
+        return " ".join(str(info.get("message") or info.get("Message")).split())[:300]
     if isinstance(info, dict):
         err = info.get("error")
         if isinstance(err, dict):
@@ -116,11 +174,19 @@ class Cluster:
         with translate_errors(self.settings.url, what):
             return fn(*args, **kwargs)
 
+    # Serverless has no cluster-level APIs (``GET /``, ``_cluster/health``, ``_cat/plugins``): what
+    # they would tell is answered for it without a request, marked as not applicable.
     def info(self) -> dict[str, Any]:
+        if self.settings.serverless:
+            return {"version": {"number": "serverless", "distribution": "opensearch-serverless"}}
         return self.call("info", self.client.info)
 
     def health(self) -> dict[str, Any]:
+        if self.settings.serverless:
+            return {"status": "n/a (Serverless)"}
         return self.call("cluster health", self.client.cluster.health)
 
     def plugins(self) -> list[dict[str, Any]]:
+        if self.settings.serverless:
+            return []
         return self.call("cat plugins", self.client.cat.plugins, format="json")

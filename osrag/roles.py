@@ -39,7 +39,7 @@ from urllib.parse import quote
 
 from osrag.access import Principal, access_clauses
 from osrag.connection import Cluster, translate_errors
-from osrag.errors import ClusterError, InputError
+from osrag.errors import ClusterError, ConfigError, InputError
 from osrag.names import index_regex, pipeline_name, state_index, template_name
 
 #: The role kinds ``--map-user`` accepts besides full role names.
@@ -328,6 +328,10 @@ def install_roles(
 
     Every ``--map-user`` is parsed before anything is written, so a typo changes nothing.
     """
+    if cluster.settings.serverless:
+        from osrag.capabilities import SERVERLESS_ROLES
+
+        raise ConfigError(SERVERLESS_ROLES)
     wanted = list(groups)
     if groups_from_index:
         wanted += groups_in_index(cluster, alias)

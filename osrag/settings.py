@@ -98,6 +98,17 @@ class Settings(BaseSettings):
     ca_certs: Path | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
+    # How the client proves who it is (README, "Authentication"). None: basic when OSRAG_USER or the
+    # URL's user-info is set, else none. sigv4: AWS request signing (the aws extra), credentials from
+    # the standard AWS chain; cert: a client certificate and key (mTLS); header: OSRAG_AUTH_HEADER sent
+    # as the Authorization header (a bearer token or an API key), never printed or logged.
+    auth: Literal["none", "basic", "sigv4", "cert", "header"] | None = None
+    auth_header: SecretStr | None = None  # e.g. "Bearer eyJ..." or "ApiKey ..."
+    auth_header_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")] = "Authorization"
+    aws_region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")] | None = None
+    aws_service: Literal["es", "aoss"] = "es"  # es: OpenSearch Service domains; aoss: Serverless
+    client_cert: Path | None = None  # PEM client certificate (OSRAG_AUTH=cert)
+    client_key: Path | None = None  # its PEM private key (unencrypted)
 
     # --- index -------------------------------------------------------------------
     # OpenSearch index and alias names: lower case, no spaces or \/*?"<>|,#; ours get suffixes appended.
@@ -285,6 +296,53 @@ class Settings(BaseSettings):
             raise ValueError(f"OSRAG_HOSTS must use the scheme of OSRAG_URL ({scheme}://)")
         return self
 
+    @model_validator(mode="after")
+    def _auth_mode_is_complete(self) -> Settings:
+        """Every mode has what it needs, and nothing of another mode is set (it would be ignored)."""
+        mode = self.auth_mode
+        has_basic = bool(self.user) or urlsplit(self.url).username is not None
+        if mode == "basic" and not has_basic:
+            raise ValueError("OSRAG_AUTH=basic needs OSRAG_USER/OSRAG_PASSWORD or user:password@ in OSRAG_URL")
+        if mode != "basic" and has_basic:
+            raise ValueError(f"OSRAG_AUTH={mode} but basic-auth credentials are set too; keep one")
+        if (mode == "header") != (self.auth_header is not None):
+            raise ValueError(
+                "OSRAG_AUTH=header needs OSRAG_AUTH_HEADER"
+                if mode == "header"
+                else f"OSRAG_AUTH_HEADER is set but OSRAG_AUTH is {mode}, not header"
+            )
+        certs = (self.client_cert, self.client_key)
+        if mode == "cert":
+            if None in certs:
+                raise ValueError("OSRAG_AUTH=cert needs OSRAG_CLIENT_CERT and OSRAG_CLIENT_KEY")
+            for var, path in zip(("OSRAG_CLIENT_CERT", "OSRAG_CLIENT_KEY"), certs):
+                if not Path(path).is_file():
+                    raise ValueError(f"{var}={path} is not a readable file")
+            if not self.url.startswith("https://"):
+                raise ValueError("OSRAG_AUTH=cert needs an https:// OSRAG_URL")
+        elif any(c is not None for c in certs):
+            raise ValueError(f"OSRAG_CLIENT_CERT/OSRAG_CLIENT_KEY are set but OSRAG_AUTH is {mode}, not cert")
+        if mode == "sigv4" and not self.effective_aws_region:
+            raise ValueError("OSRAG_AUTH=sigv4 needs OSRAG_AWS_REGION (or AWS_REGION)")
+        return self
+
+    @property
+    def auth_mode(self) -> str:
+        """The authentication mode in force: OSRAG_AUTH, else basic when credentials are set, else none."""
+        if self.auth is not None:
+            return self.auth
+        return "basic" if self.user or urlsplit(self.url).username is not None else "none"
+
+    @property
+    def effective_aws_region(self) -> str | None:
+        """OSRAG_AWS_REGION, else the AWS SDK's own AWS_REGION / AWS_DEFAULT_REGION."""
+        return self.aws_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+
+    @property
+    def serverless(self) -> bool:
+        """Amazon OpenSearch Serverless (SigV4 with service aoss): some APIs do not exist there."""
+        return self.auth_mode == "sigv4" and self.aws_service == "aoss"
+
     @property
     def host_urls(self) -> list[str]:
         """Every node the client may talk to: OSRAG_URL's (without user-info), then OSRAG_HOSTS."""
@@ -329,14 +387,15 @@ class Settings(BaseSettings):
     def redacted(self) -> dict[str, object]:
         """Settings as a dict that is safe to print."""
         data = self.model_dump()
-        if data.get("password") is not None:
-            data["password"] = "***"
+        for secret in _SECRET_FIELDS:
+            if data.get(secret) is not None:
+                data[secret] = "***"
         data["url"] = self.display_url
         return data
 
 
 # ---------------------------------------------------------------------------- errors
-_SECRET_FIELDS = frozenset({"password"})
+_SECRET_FIELDS = frozenset({"password", "auth_header"})
 
 #: Ranges that are more than one field's own bounds (cross-field or structured values).
 _ALLOWED_TEXT = {

@@ -22,8 +22,25 @@ from osrag.errors import InvalidSetting, OsragError
 
 @click.group()
 @click.version_option(__version__, prog_name="osrag")
-def cli() -> None:
+@click.option("-v", "--verbose", count=True, help="Log to stderr: -v INFO (a record per search), -vv DEBUG.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log records as text lines or one JSON object per line.",
+)
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, log_format: str) -> None:
     """osrag: hybrid (BM25 + kNN, RRF) retrieval for Russian RAG on OpenSearch."""
+    from osrag.capabilities import SERVERLESS_LACKS, refuse_on_serverless
+    from osrag.observability import configure_cli_logging
+    from osrag.settings import load_settings
+
+    configure_cli_logging(verbose, log_format)
+    command = ctx.invoked_subcommand or ""
+    if command in (*SERVERLESS_LACKS, "install", "search", "section", "eval"):
+        refuse_on_serverless(load_settings(), command)  # one line naming what Serverless lacks
 
 
 for _command in (
