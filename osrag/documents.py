@@ -38,6 +38,9 @@ _DOC_FIELDS = ("category", "tenant", "acl", "updated_at")
 #: Longest heading kept whole in a chunk's heading path (a keyword field: OpenSearch refuses
 #: terms over 32,766 bytes, so a 100K-character heading would fail its whole batch).
 MAX_HEADING_CHARS = 500
+#: The chunk fields the read side adds (as in index_templates/osrag-chunks.json), for indices
+#: made before them: front-matter keys osrag does not read, and the passage's link.
+READ_PROPERTIES: dict[str, Any] = {"meta": {"type": "flat_object"}, "url": {"type": "keyword", "index": False}}
 
 
 # ---------------------------------------------------------------- options and report
@@ -439,6 +442,15 @@ def _relative(path: Path, root: Path) -> Path:
 def _read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
     """At most ``max_bytes`` of a regular file: opened without blocking (a FIFO never hangs),
     checked on the open descriptor (no swap between check and read), refused when larger."""
+    try:
+        before = os.stat(path)
+    except OSError as exc:
+        raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
+    problem = _not_regular(before.st_mode)
+    if problem:  # a FIFO or a device is never opened
+        raise DocumentSkipped(name, problem)
+    if before.st_size > max_bytes:
+        raise DocumentError(name, _too_large(before.st_size, max_bytes))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -626,6 +638,7 @@ def _cut(c: Chunk, max_chars: int, count: Callable[[str], int] | None) -> list[C
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
+    "READ_PROPERTIES",
     "Found",
     "ReadOptions",
     "ReadReport",

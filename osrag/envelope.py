@@ -38,14 +38,15 @@ class Passage(BaseModel):
     page_end: int | None = None
     slide: int | None = None  # PPTX slides the passage spans
     slide_end: int | None = None
-    anchor: str | None = None  # HTML heading anchor: source#anchor links to the section
+    anchor: str | None = None  # heading anchor (HTML, or the Markdown heading's id): source#anchor
+    url: str | None = None  # ingest --base-url: the page's URL with #anchor, for the reader to follow
     rank: int
     scores: StageScores = Field(default_factory=StageScores)
     via_reserved_slot: bool = False
     rerank_truncated: bool = False
 
 
-LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor")
+LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor", "url")
 
 
 def location_fields(src: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,7 +55,10 @@ def location_fields(src: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cite(p: Passage) -> str:
-    """The source with its page, slide or anchor: ``guide.pdf p. 2-3``, ``help.html#karty``."""
+    """The URL when the ingest gave one (``--base-url``), else the source with its page, slide or
+    anchor: ``guide.pdf p. 2-3``, ``help.html#karty``."""
+    if p.url:
+        return p.url
     if p.anchor:
         return f"{p.source}#{p.anchor}"
     for unit, first, last in (("p.", p.page, p.page_end), ("slide", p.slide, p.slide_end)):

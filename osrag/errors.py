@@ -19,12 +19,13 @@ class ConfigError(OsragError):
     """A setting, file or argument is invalid (names the thing at fault)."""
 
 
-class InvalidSetting(ConfigError):
-    """An ``OSRAG_*`` setting is out of its range; the CLI exits 2 for it, as for a usage error."""
-
-
 class InputError(OsragError):
     """User input cannot be served: empty question, bad budget, bad filter."""
+
+
+class InvalidSetting(ConfigError, InputError):
+    """An ``OSRAG_*`` setting (or a ``Settings(...)`` argument) is out of its range: one line naming it.
+    Also an ``InputError``, as every bad argument from the API is; the CLI exits 2 for it."""
 
 
 class ClusterUnavailable(OsragError):

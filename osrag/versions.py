@@ -27,6 +27,7 @@ chunk (``chunk_source``) and the order of writes that keeps readers consistent.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,14 @@ from osrag.chunking import Chunk, Document
 from osrag.connection import Cluster
 from osrag.convert import TEXT_FORMATS
 from osrag.frontmatter import acl_groups
+from osrag.locking import FENCE, FENCE_END, WriteLock, WriteLost, describe_writer, read_writer
 from osrag.names import HIDDEN_ID, content_hash, state_index, utcnow, visibility_filter
+from osrag.sync import FileStamp
+
+#: OpenSearch refuses a document ``_id`` over 512 bytes (and with it the whole bulk request).
+MAX_ID_BYTES = 512
+#: Hidden keys changed by one update at most (a terms lookup reads at most 65,536 of them).
+MAX_KEYS_PER_FLIP = 5000
 
 
 @dataclass
@@ -49,6 +57,7 @@ class PreparedDoc:
     version_key: str
     chunks: list[Chunk]
     vectors: Any = None  # one embedding per chunk
+    stamp: FileStamp | None = None  # the file it was read from (osrag.sync); None for in-memory documents
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,9 @@ class VersionStore:
     def __init__(self, cluster: Cluster, alias: str) -> None:
         self.cluster = cluster
         self.alias = alias
+        #: The alias's write lock while a writer holds it: every update of the hidden list is
+        #: then fenced by it (``osrag.locking``), so a writer that lost it changes nothing.
+        self.lock: WriteLock | None = None
 
     # -- reads
     def stored_sources(self, doc_ids: Sequence[str]) -> dict[str, set[str]]:
@@ -107,18 +119,23 @@ class VersionStore:
 
     # -- writes
     def hide(self, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
-        """One atomic scripted update of the hidden list."""
-        body = {
-            "script": {
-                "lang": "painless",
-                "source": "if (ctx._source.keys == null) { ctx._source.keys = []; } "
-                "ctx._source.keys.removeAll(params.remove); "
-                "for (k in params.add) { if (!ctx._source.keys.contains(k)) { ctx._source.keys.add(k); } }",
-                "params": {"add": list(add), "remove": list(remove)},
-            },
-            "upsert": {"keys": list(add)},
-        }
-        self.cluster.call(
+        """One atomic scripted update of the hidden list (fenced by the write lock when held)."""
+        change = (
+            "if (ctx._source.keys == null) { ctx._source.keys = []; } "
+            "ctx._source.keys.removeAll(params.remove); "
+            "for (k in params.add) { if (!ctx._source.keys.contains(k)) { ctx._source.keys.add(k); } }"
+        )
+        params: dict[str, Any] = {"add": list(add), "remove": list(remove)}
+        body: dict[str, Any]
+        if self.lock is None:
+            body = {
+                "script": {"lang": "painless", "source": change, "params": params},
+                "upsert": {"keys": list(add)},
+            }
+        else:
+            params.update(self.lock.fence_params())
+            body = {"script": {"lang": "painless", "source": FENCE + change + FENCE_END, "params": params}}
+        got = self.cluster.call(
             "update hidden versions",
             self.cluster.client.update,
             index=state_index(self.alias),
@@ -127,6 +144,13 @@ class VersionStore:
             refresh=True,
             retry_on_conflict=10,
         )
+        if self.lock is not None and got.get("result") == "noop":
+            other = read_writer(self.cluster, self.alias)
+            raise WriteLost(
+                f"the write lock of alias {self.alias} was lost"
+                + (f" to {describe_writer(other)}" if other else "")
+                + "; this writer changed nothing more (run it again)"
+            )
 
     def write(self, index: str, todo: Sequence[PreparedDoc], current: dict[str, set[str]]) -> BatchOutcome:
         """Write embedded documents hidden, refresh, then show them in one flip (module doc).
@@ -163,27 +187,79 @@ class VersionStore:
             conflicts="proceed",
         )
 
+    def remove(self, index: str, keys: Sequence[str]) -> list[str]:
+        """Take whole versions out of sight, then out of the index: each group of up to
+        ``MAX_KEYS_PER_FLIP`` keys disappears in one update of the hidden list (a reader sees a
+        document whole or not at all), then its chunks are deleted. The keys still stored after
+        the delete stay hidden; returned."""
+        left_all: list[str] = []
+        keys = sorted(set(keys))
+        for i in range(0, len(keys), MAX_KEYS_PER_FLIP):
+            part = keys[i : i + MAX_KEYS_PER_FLIP]
+            self.hide(add=part)
+            self.delete_versions(index, part)
+            left = self.stored_versions(index, part)
+            gone = [k for k in part if k not in left]
+            if gone:
+                self.hide(remove=gone)
+            left_all.extend(sorted(left))
+        return left_all
+
+    def stored_vectors(self, index: str, keys: Sequence[str]) -> dict[str, Any]:
+        """Embedded text -> its stored vector, over the chunks of versions ``keys``: a changed
+        document re-embeds only chunks whose text is new (the model is the index's own)."""
+        if not keys:
+            return {}
+        resp = self.cluster.call(
+            "read stored vectors",
+            self.cluster.client.search,
+            index=index,
+            body={
+                "size": 10_000,
+                "_source": ["text", "embedding"],
+                "query": {"bool": {"filter": [{"terms": {"version_key": list(keys)}}]}},
+            },
+            params={"request_cache": "false"},
+        )
+        out: dict[str, Any] = {}
+        for h in resp["hits"]["hits"]:
+            src = h.get("_source") or {}
+            if isinstance(src.get("text"), str) and src.get("embedding"):
+                out[src["text"]] = src["embedding"]
+        return out
+
     def _bulk(self, index: str, todo: Sequence[PreparedDoc], now: str) -> BatchOutcome:
         """Stream the chunks; the documents with failed items, by version key, and those items."""
+        key_of: dict[str, str] = {}  # _id -> version key, for failed items (ids may be hashes)
 
         def actions() -> Iterator[dict[str, Any]]:
             for p in todo:
                 for c, vector in zip(p.chunks, p.vectors):
-                    yield {
-                        "_op_type": "index",
-                        "_index": index,
-                        "_id": f"{p.version_key}:{c.ordinal}",
-                        "_source": chunk_source(p.doc, c, p.version_key, vector, now),
-                    }
+                    full = f"{p.version_key}:{c.ordinal}"
+                    _id = bounded_id(full)
+                    key_of[_id] = p.version_key
+                    src = chunk_source(p.doc, c, p.version_key, vector, now, p.stamp)
+                    if _id != full:
+                        src["full_id"] = full
+                    yield {"_op_type": "index", "_index": index, "_id": _id, "_source": src}
 
         failed: dict[str, str] = {}
         items = bulk.write(self.cluster, actions(), "bulk write")
         for item in items:
             info = bulk.item_info(item)
-            key = str(info.get("_id", "")).rsplit(":", 1)[0]
+            key = key_of.get(str(info.get("_id", "")), str(info.get("_id", "")).rsplit(":", 1)[0])
             why = bulk.reason(info.get("error"))
-            failed.setdefault(key, f"bulk write failed after retries: {info.get('status')} {why}")
+            failed.setdefault(key, f"bulk write failed: {info.get('status')} {why}")
         return BatchOutcome(failed, items)
+
+
+def bounded_id(full: str) -> str:
+    """``full`` as a document ``_id`` within OpenSearch's 512-byte limit: itself when it fits,
+    else ``~`` and the SHA-256 of it (the full id is then kept in the chunk's ``full_id``). A
+    long path or ``doc_id`` thus fails nothing, and never its bulk request's other documents."""
+    if len(full.encode("utf-8")) <= MAX_ID_BYTES:
+        return full
+    return "~" + hashlib.sha256(full.encode("utf-8")).hexdigest()
 
 
 def visible_values(
@@ -217,8 +293,12 @@ def visible_values(
     return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
 
 
-def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: str) -> dict[str, Any]:
-    """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out)."""
+def chunk_source(
+    doc: Document, c: Chunk, version_key: str, vector: Any, now: str, stamp: FileStamp | None = None
+) -> dict[str, Any]:
+    """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out);
+    a document read from a file also carries its ``collection``, ``origin`` and ``file_hash``
+    (``osrag.sync``)."""
     md = doc.metadata
     acl = md.get("acl")
     # Converted files say where the chunk came from (page/slide/anchor); Markdown and text
@@ -255,6 +335,17 @@ def chunk_source(doc: Document, c: Chunk, version_key: str, vector: Any, now: st
         "source_format": fmt if fmt not in TEXT_FORMATS else None,
         **where,
     }
+    if stamp is not None:
+        src.update(collection=stamp.collection, origin=stamp.origin, file_hash=stamp.file_hash)
+    # The read side (osrag.documents): front-matter keys osrag does not read, and the passage's
+    # link -- the page URL (--base-url) with the chunk's heading anchor (Markdown chunks carry one).
+    anchor = src.get("anchor") or getattr(c, "anchor", None)
+    if anchor and "anchor" not in src:
+        src["anchor"] = anchor
+    if md.get("meta"):
+        src["meta"] = md["meta"]
+    if md.get("url"):
+        src["url"] = f"{md['url']}#{anchor}" if anchor else md["url"]
     return {k: v for k, v in src.items() if v is not None}
 
 
@@ -278,4 +369,12 @@ def _same_source(stored: str, new: str) -> bool:
         return False
 
 
-__all__ = ["BatchOutcome", "PreparedDoc", "VersionStore", "chunk_source", "visible_values"]
+__all__ = [
+    "MAX_ID_BYTES",
+    "BatchOutcome",
+    "PreparedDoc",
+    "VersionStore",
+    "bounded_id",
+    "chunk_source",
+    "visible_values",
+]
