@@ -60,7 +60,11 @@ def auth_options(settings: Settings, asynchronous: bool = False) -> dict[str, An
     if mode == "basic":
         return {"http_auth": settings.credentials()}
     if mode == "sigv4":
-        return {"http_auth": _signer(settings, asynchronous)}
+        if asynchronous:  # the default AIOHttpConnection takes basic auth only; this one calls the signer
+            from opensearchpy import AsyncHttpConnection
+
+            return {"http_auth": _signer(settings, True), "connection_class": AsyncHttpConnection}
+        return {"http_auth": _signer(settings, False)}
     if mode == "cert":
         return {"client_cert": str(settings.client_cert), "client_key": str(settings.client_key)}
     if mode == "header":

@@ -32,7 +32,7 @@ _FORWARD = ("content-type", "content-encoding")
 
 
 @dataclass(frozen=True)
-class TestCredentials:
+class FixedCredentials:
     access_key: str = "AKIAOSRAGTEST0000001"
     secret_key: str = "osrag/test/secret/key/0123456789abcdefghij"
     token: str | None = "osrag-test-session-token"
@@ -41,7 +41,7 @@ class TestCredentials:
 
 
 def verify(
-    creds: TestCredentials, method: str, host_url: str, raw_path: str, headers: dict[str, str], body: bytes
+    creds: FixedCredentials, method: str, host_url: str, raw_path: str, headers: dict[str, str], body: bytes
 ) -> str | None:
     """None when the request carries a valid signature by ``creds``; else why not (one line)."""
     h = {k.lower(): v for k, v in headers.items()}
@@ -85,7 +85,7 @@ def verify(
 @dataclass
 class SigV4Proxy:
     upstream: str
-    creds: TestCredentials = field(default_factory=TestCredentials)
+    creds: FixedCredentials = field(default_factory=FixedCredentials)
     verified: int = 0
     refused: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)

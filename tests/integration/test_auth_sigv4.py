@@ -26,7 +26,7 @@ from osrag.search import SearchClient
 from osrag.settings import Settings
 from osrag.status import read_status
 from tests.integration.conftest import drop_alias
-from tests.integration.sigv4_proxy import SigV4Proxy, TestCredentials, verify
+from tests.integration.sigv4_proxy import SigV4Proxy, FixedCredentials, verify
 
 pytestmark = pytest.mark.integration
 
@@ -37,9 +37,9 @@ ALL = Principal.admin_bypass()
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> TestCredentials:
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FixedCredentials:
     """The standard chain sees only these environment credentials (no profile, no instance role)."""
-    creds = TestCredentials()
+    creds = FixedCredentials()
     for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
@@ -52,7 +52,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> TestCredentials:
 
 
 @pytest.fixture
-def proxy(opensearch_url: str, aws_env: TestCredentials) -> Iterator[SigV4Proxy]:
+def proxy(opensearch_url: str, aws_env: FixedCredentials) -> Iterator[SigV4Proxy]:
     p = SigV4Proxy(opensearch_url, aws_env)
     p.url = p.start()  # type: ignore[attr-defined]
     yield p
@@ -63,10 +63,13 @@ def proxy(opensearch_url: str, aws_env: TestCredentials) -> Iterator[SigV4Proxy]
 def signed(proxy: SigV4Proxy, settings: Settings, opensearch_url: str) -> Iterator[Settings]:
     """The test's settings, pointed at the verifying proxy with OSRAG_AUTH=sigv4."""
     s = Settings(
-        **{**settings.model_dump(exclude={"url"}), "url": proxy.url},  # type: ignore[attr-defined]
-        auth="sigv4",
-        aws_region=proxy.creds.region,
-        aws_service="es",
+        **{
+            **settings.model_dump(),
+            "url": proxy.url,  # type: ignore[attr-defined]
+            "auth": "sigv4",
+            "aws_region": proxy.creds.region,
+            "aws_service": "es",
+        },
         _env_file=None,
     )
     yield s
@@ -146,7 +149,7 @@ def test_wrong_secret_and_wrong_region_are_refused(
     assert len(proxy.refused) == 2
 
 
-def test_the_verifier_itself_rejects_a_changed_body(aws_env: TestCredentials) -> None:
+def test_the_verifier_itself_rejects_a_changed_body(aws_env: FixedCredentials) -> None:
     """The proxy's check can fail: a body changed after signing is caught by its hash."""
     from opensearchpy.helpers.signer import AWSV4Signer
 
@@ -154,7 +157,10 @@ def test_the_verifier_itself_rejects_a_changed_body(aws_env: TestCredentials) ->
 
     signer = AWSV4Signer(aws_credentials(), aws_env.region, aws_env.service)
     url = "http://127.0.0.1:9/idx/_search?size=1"
-    headers = signer.sign("POST", url, b'{"query":{}}')
+    headers = {
+        **signer.sign("POST", url, b'{"query":{}}'),
+        "Host": "127.0.0.1:9",
+    }  # as the transport sends it
     assert (
         verify(aws_env, "POST", "http://127.0.0.1:9", "/idx/_search?size=1", headers, b'{"query":{}}') is None
     )
