@@ -10,10 +10,10 @@ What a principal sees:
 
 * a chunk without ``acl`` groups is public: everyone sees it;
 * a chunk with groups is seen by a principal holding at least one of them;
-* a chunk with a ``tenant`` is seen by a principal of that tenant; a chunk without a
-  tenant is shared. A principal without a tenant sees every tenant's chunks unless
-  ``OSRAG_REQUIRE_TENANT=true``, which makes a tenant mandatory (and so confines each
-  principal to its own tenant plus shared chunks);
+* a chunk with a ``tenant`` is seen only by a principal of that tenant; a chunk without a
+  tenant is shared. A principal without a tenant sees shared (untenanted) chunks only --
+  an app that forgets the tenant reads less, never across tenants. ``OSRAG_REQUIRE_TENANT=true``
+  makes a tenant mandatory (a read without one is refused);
 * the bypass sees everything (archived chunks still follow ``include_archived``).
 
 Pure: no client, no I/O.
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from osrag.errors import InputError
 
@@ -47,23 +47,32 @@ class Principal(BaseModel):
     public_only: bool = False
     all_access: bool = False
 
+    def __init__(self, **values: Any) -> None:
+        """A bad field is one ``InputError`` line naming it (never pydantic's multi-line text)."""
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise InputError(f"invalid Principal: {_first_error(exc)}") from None
+
     @field_validator("groups", mode="before")
     @classmethod
     def _groups_are_names(cls, v: Any) -> tuple[str, ...]:
         if isinstance(v, str) or not isinstance(v, Iterable):
-            raise ValueError(f"groups must be a list of group names, got {type(v).__name__}")
+            raise ValueError(f"groups must be a list of group names, got {type(v).__name__} {_short(v)}")
         out = []
         for g in v:
             if not isinstance(g, str) or not _NAME.match(g.strip()):
-                raise ValueError(f"group {g!r} is not a group name (text without spaces or commas)")
+                raise ValueError(f"group {_short(g)} is not a group name (text without spaces or commas)")
             out.append(g.strip())
         return tuple(dict.fromkeys(out))
 
-    @field_validator("tenant")
+    @field_validator("tenant", mode="before")
     @classmethod
-    def _tenant_is_a_name(cls, v: str | None) -> str | None:
-        if v is not None and not _NAME.match(v.strip()):
-            raise ValueError(f"tenant {v!r} is not a tenant name (text without spaces or commas)")
+    def _tenant_is_a_name(cls, v: Any) -> str | None:
+        if v is not None and (not isinstance(v, str) or not _NAME.match(v.strip())):
+            raise ValueError(
+                f"tenant {_short(v)} is not a tenant name (text without spaces or commas; None for no tenant)"
+            )
         return v.strip() if v is not None else None
 
     @model_validator(mode="after")
@@ -97,14 +106,17 @@ class Principal(BaseModel):
 #: Public chunks only.
 PUBLIC = Principal(public_only=True)
 
+#: A read without a principal, in the API's words (the CLI says it with its own flags).
+NO_PRINCIPAL = (
+    "no principal: say who is asking (principal=Principal(groups=[...], tenant=...)), "
+    "or ask for public content only (principal=PUBLIC); restricted chunks are never returned otherwise"
+)
+
 
 def require_principal(principal: Any, *, require_tenant: bool = False) -> Principal:
     """The principal a read runs for, or an ``InputError`` naming what is missing (fail closed)."""
     if principal is None:
-        raise InputError(
-            "no principal: say who is asking (principal=Principal(groups=[...], tenant=...)), "
-            "or ask for public content only (principal=PUBLIC); restricted chunks are never returned otherwise"
-        )
+        raise InputError(NO_PRINCIPAL)
     if not isinstance(principal, Principal):
         raise InputError(f"principal must be an osrag.Principal, got {type(principal).__name__}")
     if require_tenant and not principal.all_access and principal.tenant is None:
@@ -128,8 +140,13 @@ def make_principal(
         raise InputError("--public-only takes no --group")
     try:
         return Principal(groups=groups, tenant=tenant, public_only=public_only, all_access=all_access)
-    except ValueError as exc:
-        raise InputError(_first_error(exc)) from exc
+    except InputError as exc:  # in the CLI's words: its flags, not the model's fields
+        msg = str(exc).removeprefix("invalid Principal: ")
+        raise InputError(
+            msg.replace("groups must", "--group must").replace("group ", "--group ", 1)
+            if msg.startswith("group")
+            else msg.replace("tenant ", "--tenant ", 1)
+        ) from None
 
 
 def access_clauses(principal: Principal) -> list[dict[str, Any]]:
@@ -147,8 +164,10 @@ def access_clauses(principal: Principal) -> list[dict[str, Any]]:
     else:
         acl = no_acl
     clauses = [acl]
-    if principal.tenant is not None:
-        no_tenant = {"bool": {"must_not": [{"exists": {"field": "tenant"}}]}}
+    no_tenant = {"bool": {"must_not": [{"exists": {"field": "tenant"}}]}}
+    if principal.tenant is None:
+        clauses.append(no_tenant)  # no tenant: shared chunks only, never another tenant's
+    else:
         clauses.append(
             {
                 "bool": {
@@ -161,11 +180,24 @@ def access_clauses(principal: Principal) -> list[dict[str, Any]]:
 
 
 def _first_error(exc: ValueError) -> str:
+    """The first problem of a validation error, on one line, naming the field."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
-        first = errors()[0]
-        return str(first.get("msg", exc)).removeprefix("Value error, ")
+        first = errors(include_url=False)[0]
+        msg = str(first.get("msg", exc)).removeprefix("Value error, ")
+        loc = ".".join(str(x) for x in first.get("loc") or ())
+        if first.get("type") == "extra_forbidden":
+            return f"{loc} is not a field (fields: groups, tenant, public_only, all_access)"
+        if loc and loc.split(".")[0] not in msg.split(" ")[0] and not msg.startswith(("group", "tenant")):
+            return f"{loc}: {msg}"
+        return msg
     return str(exc)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` within ``limit`` characters (a 5,000-character name is not echoed whole)."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else f"{shown[: limit - 1]}… ({len(shown):,} characters)"
 
 
 __all__ = ["PUBLIC", "Principal", "access_clauses", "make_principal", "require_principal"]

@@ -53,7 +53,9 @@ ENV_PREFIX = "OSRAG_"
 #: The largest token budget a search accepts, on every surface (setting, API, CLI, HTTP).
 MAX_BUDGET_TOKENS = 1_000_000
 #: OSRAG_* variables read outside Settings (not settings, so not "unknown").
-OTHER_ENV_VARS = frozenset({"OSRAG_DEBUG", "OSRAG_TEST_URL", "OSRAG_TEST_URL_2X", "OSRAG_SKIP_INTEGRATION"})
+OTHER_ENV_VARS = frozenset({"OSRAG_DEBUG", "OSRAG_SKIP_INTEGRATION"})
+#: Prefixes of OSRAG_* variables read outside Settings (the test suite's).
+OTHER_ENV_PREFIXES = ("OSRAG_TEST_",)
 #: Variables that were renamed: the old name is not read any more, the warning names the new one.
 RENAMED_ENV_VARS = {"OSRAG_MAX_FILE_MB": "OSRAG_MAX_FILE_BYTES (in bytes: 20 MB is 20000000)"}
 #: Longest value an error line quotes back (a 5,000-character value is cut, not echoed).
@@ -601,7 +603,9 @@ def warn_unknown_env(environ: Mapping[str, str] | None = None) -> list[str]:
     out: list[str] = []
     for var in sorted(env):
         upper = var.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in known or var in _WARNED:
+        if not upper.startswith(ENV_PREFIX) or upper in known or upper.startswith(OTHER_ENV_PREFIXES):
+            continue
+        if var in _WARNED:
             continue
         _WARNED.add(var)
         if upper in RENAMED_ENV_VARS:

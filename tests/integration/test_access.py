@@ -36,9 +36,10 @@ DOCS = {
 ALL_DOCS = set(DOCS)
 LIVE = ALL_DOCS - {"archived", "archived-b"}
 VISIBLE = {  # what each caller may see (archived chunks excluded by default for everyone)
-    "public": {"public", "tenant-acme"},
-    "groupA": {"public", "tenant-acme", "group-a"},
-    "groupB": {"public", "tenant-acme", "group-b", "group-b-upper", "group-b-block"},
+    # no tenant in these principals: untenanted chunks only (tenant-acme is acme's; issue 29)
+    "public": {"public"},
+    "groupA": {"public", "group-a"},
+    "groupB": {"public", "group-b", "group-b-upper", "group-b-block"},
     "bypass": LIVE,
 }
 PRINCIPALS = {

@@ -44,12 +44,20 @@ def test_required_tenant() -> None:
         ({"public_only": True, "groups": ["a"]}, "public_only takes no groups"),
         ({"all_access": True, "groups": ["a"]}, "all_access sees everything"),
         ({"all_access": True, "tenant": "t"}, "all_access sees everything"),
-        ({"role": "admin"}, "Extra inputs are not permitted"),
+        ({"role": "admin"}, "role is not a field"),
+        # issue 29: each is one InputError line naming the field, never pydantic's multi-line text
+        ({"groups": "gA"}, "groups must be a list of group names, got str 'gA'"),
+        ({"tenant": ""}, "tenant '' is not a tenant name"),
+        ({"tenant": 5}, "tenant 5 is not a tenant name"),
+        ({"tenant": "x " * 3000}, r"\(6,002 characters\) is not a tenant name"),
+        ({"public_only": "maybe"}, "public_only: Input should be a valid boolean"),
     ],
 )
 def test_bad_principals_are_refused(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message) as err:
         Principal(**kwargs)
+    assert str(err.value).startswith("invalid Principal: ")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 200
 
 
 @pytest.mark.parametrize(
@@ -74,10 +82,14 @@ def test_make_principal_from_options() -> None:
 
 
 def test_access_clauses() -> None:
-    assert access_clauses(PUBLIC) == [NO_ACL]
-    assert access_clauses(Principal()) == [NO_ACL]  # no groups: public chunks only
+    # No tenant in the principal: untenanted chunks only (issue 29: never another tenant's).
+    assert access_clauses(PUBLIC) == [NO_ACL, NO_TENANT]
+    assert access_clauses(Principal()) == [NO_ACL, NO_TENANT]  # no groups: public chunks only
     g = access_clauses(Principal(groups=["a", "b"]))
-    assert g == [{"bool": {"should": [{"terms": {"acl": ["a", "b"]}}, NO_ACL], "minimum_should_match": 1}}]
+    assert g == [
+        {"bool": {"should": [{"terms": {"acl": ["a", "b"]}}, NO_ACL], "minimum_should_match": 1}},
+        NO_TENANT,
+    ]
     t = access_clauses(Principal(groups=["a"], tenant="acme"))
     assert t[1] == {"bool": {"should": [{"term": {"tenant": "acme"}}, NO_TENANT], "minimum_should_match": 1}}
     assert access_clauses(Principal.admin_bypass()) == []
