@@ -4,6 +4,12 @@ Items the cluster rejects with 429 (or that fail on a timeout) are retried with
 exponential backoff by ``streaming_bulk``; what still fails after the retries is
 returned item by item -- never dropped, never raised mid-stream -- so the caller
 decides what a failed item means (a document not flipped, an alias not switched).
+An item refused with any other 4xx is not retried: the same input fails the same way.
+
+One bad item never fails its neighbours: when the server refuses a whole request with a
+4xx (a malformed action fails the request, not just the item), the request's actions are
+sent again in halves until the refusal is down to the items that cause it; the others are
+written.
 
 With ``concurrency`` > 1, requests of ``bulk_chunk_size`` actions go out from a small
 thread pool, each through the same ``streaming_bulk`` retry policy (``parallel_bulk``
@@ -64,15 +70,24 @@ def _parts(actions: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[s
 
 
 def _write_serial(cluster: Cluster, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+    failed: list[dict[str, Any]] = []
+    for part in _parts(actions, cluster.settings.bulk_chunk_size):
+        failed.extend(_write_part(cluster, part, what))
+    return failed
+
+
+def _write_part(cluster: Cluster, part: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+    """One request's worth of actions; a whole-request 4xx is split down to its culprits."""
     from opensearchpy.helpers import streaming_bulk
 
     s = cluster.settings
     failed: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []  # items of a request the server refused as a whole
     with translate_errors(s.url, what):
         for ok, item in streaming_bulk(
             cluster.client,
-            actions,
-            chunk_size=s.bulk_chunk_size,
+            part,
+            chunk_size=len(part),
             max_retries=RETRIES,
             initial_backoff=INITIAL_BACKOFF_S,
             max_backoff=MAX_BACKOFF_S,
@@ -80,9 +95,30 @@ def _write_serial(cluster: Cluster, actions: Iterable[dict[str, Any]], what: str
             raise_on_exception=False,
             request_timeout=max(MIN_REQUEST_TIMEOUT_S, s.timeout_s),
         ):
-            if not ok:
+            if ok:
+                continue
+            if len(part) > 1 and _whole_request_refused(item):
+                refused.append(item)
+            else:
                 failed.append(item)
+    if refused:
+        by_id = {str(a.get("_id")): a for a in part}
+        again = [by_id[i] for i in (str(item_info(r).get("_id")) for r in refused) if i in by_id]
+        if len(again) != len(refused):  # cannot tell the items apart: report them as they failed
+            return failed + refused
+        half = (len(again) + 1) // 2
+        for piece in (again[:half], again[half:]):
+            if piece:
+                failed.extend(_write_part(cluster, piece, what))
     return failed
+
+
+def _whole_request_refused(item: dict[str, Any]) -> bool:
+    """The request failed as a whole with a client error (not 429, which is retried): each of
+    its items carries the request's exception rather than a result of its own."""
+    info = item_info(item)
+    status = info.get("status")
+    return "exception" in info and isinstance(status, int) and 400 <= status < 500 and status != 429
 
 
 def item_info(item: dict[str, Any]) -> dict[str, Any]:

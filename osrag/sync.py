@@ -1,0 +1,159 @@
+"""Sync: which files of a tree changed since the last ingest, and which documents lost their file.
+
+An ingest that re-reads a docs tree every night must not re-parse, re-chunk, re-count and
+re-embed 849 unchanged files to find out they are unchanged. So every chunk of a document read
+from a file carries three keywords:
+
+* ``collection`` -- the collection the file was ingested into (the scope of ``--prune`` and of
+  ``osrag delete --collection``);
+* ``origin`` -- ``{collection}/{path relative to the ingest root}``: the file, whatever ``doc_id``
+  its front matter gives;
+* ``file_hash`` -- a hash of the file's raw bytes and of the *recipe* (everything else that
+  shapes its chunks: chunking settings, strategy, model, osrag's version, reader options).
+
+Before anything is parsed, one paged aggregation per collection reads ``origin`` ->
+(``file_hash``, ``doc_id``, ``version_key``) over the chunks readers see; a file whose hash is
+the stored one is skipped from its bytes alone. ``--prune`` then removes the documents of the
+collection whose ``origin`` was not found in this run.
+
+Pure apart from reading files (``stamp_file``) and the one aggregation (``stored_files``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osrag.connection import Cluster
+from osrag.errors import DocumentSkipped
+
+#: Fields the chunks of a file carry (added to an older index's mapping by ingest).
+SYNC_PROPERTIES: dict[str, Any] = {
+    "collection": {"type": "keyword"},
+    "origin": {"type": "keyword"},
+    "file_hash": {"type": "keyword"},
+    "full_id": {"type": "keyword", "index": False, "doc_values": False},
+}
+#: Buckets per page of the stored-files aggregation.
+PAGE = 2000
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """Where a document came from, and its file's hash (with the recipe) at this ingest."""
+
+    collection: str
+    origin: str
+    file_hash: str
+
+
+class Unchanged(DocumentSkipped):
+    """A file skipped unread: its stamp is the one its stored document was written from."""
+
+    def __init__(self, path: str, stamp: FileStamp, doc_id: str) -> None:
+        super().__init__(path, "unchanged since the last ingest")
+        self.stamp = stamp
+        self.doc_id = doc_id
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One visible document of a file, as the index holds it."""
+
+    doc_id: str
+    file_hash: str
+    version_key: str
+
+
+def recipe(*parts: Any) -> str:
+    """A short fingerprint of the settings that shape chunks besides the file's bytes."""
+    return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def origin_of(path: Path, root: Path, collection: str) -> str:
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        rel = path.name
+    return f"{collection}/{rel}"
+
+
+def stamp_file(path: Path, root: Path, collection: str, recipe_key: str, max_bytes: int) -> FileStamp | None:
+    """The file's stamp from its raw bytes; None when it is not a regular file within the size
+    limit or cannot be read (the reader then reports why; nothing is skipped on a guess).
+
+    ``stat`` before ``open``: opening a FIFO would block, a device could stream forever."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        h = hashlib.sha256(recipe_key.encode("ascii"))
+        with open(path, "rb") as fh:
+            h.update(fh.read(max_bytes + 1))
+    except (OSError, ValueError):
+        return None
+    return FileStamp(collection, origin_of(path, root, collection), h.hexdigest()[:32])
+
+
+def unchanged(stamp: FileStamp, stored: Sequence[StoredFile]) -> bool:
+    """The file's one visible document already holds exactly these bytes under this recipe."""
+    return len(stored) == 1 and stored[0].file_hash == stamp.file_hash
+
+
+def stored_files(
+    cluster: Cluster, index: str, collection: str, visible: Sequence[dict[str, Any]]
+) -> dict[str, list[StoredFile]]:
+    """origin -> the documents readers see from that file (normally one), for one collection.
+
+    A composite aggregation paged ``PAGE`` buckets at a time: one request for a tree of up
+    to ``PAGE`` files, and no bucket limit for a larger one."""
+    out: dict[str, list[StoredFile]] = {}
+    after: dict[str, Any] | None = None
+    while True:
+        comp: dict[str, Any] = {
+            "size": PAGE,
+            "sources": [
+                {"o": {"terms": {"field": "origin"}}},
+                {"h": {"terms": {"field": "file_hash"}}},
+                {"d": {"terms": {"field": "doc_id"}}},
+                {"v": {"terms": {"field": "version_key"}}},
+            ],
+        }
+        if after:
+            comp["after"] = after
+        resp = cluster.call(
+            "read stored file hashes",
+            cluster.client.search,
+            index=index,
+            body={
+                "size": 0,
+                "query": {"bool": {"filter": [{"term": {"collection": collection}}, *visible]}},
+                "aggs": {"f": {"composite": comp}},
+            },
+            params={"request_cache": "false"},
+        )
+        agg = resp["aggregations"]["f"]
+        for b in agg["buckets"]:
+            k = b["key"]
+            out.setdefault(k["o"], []).append(StoredFile(k["d"], k["h"], k["v"]))
+        after = agg.get("after_key")
+        if not after or len(agg["buckets"]) < PAGE:
+            return out
+
+
+__all__ = [
+    "SYNC_PROPERTIES",
+    "FileStamp",
+    "StoredFile",
+    "Unchanged",
+    "origin_of",
+    "recipe",
+    "stamp_file",
+    "stored_files",
+    "unchanged",
+]
