@@ -14,6 +14,7 @@ never blocked. The two differ only in how they talk to OpenSearch.
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 import threading
 import time
@@ -21,15 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from osrag import counting, gate, ranking
+from osrag import counting, gate, ranking, templates
 from osrag.access import Principal, require_principal
 from osrag.admin import Admin
+from osrag.analyzer import SearchAnalyzer, Unsupported, search_analyzer
 from osrag.budget import SelectionConfig
-from osrag.capabilities import Capabilities, adapt_search_body, from_responses
+from osrag.capabilities import Capabilities, adapt_search_body, from_responses, serverless_capabilities
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Envelope, Passage, RerankInfo
 from osrag.errors import ClusterError, IndexStateError, InputError, ModelError
 from osrag.names import pipeline_name, state_index
+from osrag.observability import observe_search
 from osrag.query import (
     MAX_QUESTION_CHARS,
     MODES,
@@ -49,7 +52,7 @@ from osrag.query import (
     vectors_in_source,
 )
 from osrag.rerank import Reranker
-from osrag.settings import Settings, load_settings
+from osrag.settings import MAX_BUDGET_TOKENS, Settings, load_settings
 from osrag.steps import Call, Steps, T, Work, run_steps
 
 __all__ = ["MAX_QUESTION_CHARS", "Call", "Hit", "QuerySteps", "Retrieval", "SearchClient", "Work"]
@@ -60,6 +63,7 @@ __all__ = ["MAX_QUESTION_CHARS", "Call", "Hit", "QuerySteps", "Retrieval", "Sear
 #: question, the cross-encoder, counting tokens -- therefore runs one at a time; the async
 #: client's other steps (requests, the gate) go on meanwhile.
 MODEL_WORK = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -109,6 +113,9 @@ class QuerySteps:
         self._caps: Capabilities | None = None
         self._reranker = reranker
         self._word_terms = gate.WordTerms()
+        # Per index: the in-process ru_search analyzer when the index was made from the shipped
+        # template (osrag.analyzer), else None (the question's new words go to _analyze).
+        self._analyzers: dict[str, SearchAnalyzer | None] = {}
         self._doc_freqs = gate.DocFreqs()
         # How candidates' vectors come back (query.VECTOR_WAYS): by script field, until the
         # cluster refuses inline scripts; then in ``_source`` for the rest of this client's life.
@@ -143,6 +150,8 @@ class QuerySteps:
 
     def _capabilities(self) -> Steps[Capabilities]:
         """What the server supports, asked once per client before its first search (two requests)."""
+        if self._caps is None and self.s.serverless:  # nothing to probe there (osrag.capabilities)
+            self._caps = serverless_capabilities()
         if self._caps is None:
             info = yield Call("server info", "info", {})
             plugins = yield Call("cat plugins", "cat.plugins", {"format": "json"})
@@ -217,7 +226,7 @@ class QuerySteps:
             t0 = time.perf_counter()
             try:
                 if evidence:
-                    terms = yield from self._question_terms(index, lexical)
+                    terms = yield from self._question_terms(index, meta, lexical)
                     probes = gate.probe_clauses(gate.probe_terms(terms, lexical))
                     known, doc_count = self._doc_freqs.known(index, generation, terms)
                     timings["analyze_question"] = (time.perf_counter() - t0) * 1000
@@ -270,6 +279,8 @@ class QuerySteps:
             timings["retrieve"] = (time.perf_counter() - t0) * 1000
             break
         hits = hits_of(resp)
+        if resp.get("took") is not None:  # the server's own time, for the search record
+            timings["server_took"] = float(resp["took"])
         partial = shards_missing(resp)
         if partial:
             notes.append(partial)
@@ -285,16 +296,49 @@ class QuerySteps:
             analysis = gate.analysis_of(terms, freqs, hits)
         return Retrieval(hits, index, meta, timings, vector=vector, notes=notes, analysis=analysis)
 
-    def _question_terms(self, index: str, lexical: str) -> Steps[list[str]]:
-        """The question's ``ru_search`` terms on ``index``: ``_analyze`` only for words not seen yet."""
+    def _question_terms(self, index: str, meta: Mapping[str, Any], lexical: str) -> Steps[list[str]]:
+        """The question's ``ru_search`` terms on ``index``, for words not seen yet from the analyzer
+        in process (``osrag.analyzer``) when the index was made from the shipped template, else
+        from one ``_analyze``."""
         words = gate.question_words(lexical)
         missing = self._word_terms.missing(index, words)
         if missing:
-            resp = yield Call(
-                "analyze question", "indices.analyze", {"index": index, "body": gate.analyze_body(missing)}
-            )
-            self._word_terms.put(index, gate.parse_analyze(resp, missing))
+            local = self.local_analyzer(index, meta)
+            if local is not None:
+                self._word_terms.put(index, local.words_terms(missing))
+            else:
+                resp = yield Call(
+                    "analyze question",
+                    "indices.analyze",
+                    {"index": index, "body": gate.analyze_body(missing)},
+                )
+                self._word_terms.put(index, gate.parse_analyze(resp, missing))
         return self._word_terms.terms(index, words)
+
+    def local_analyzer(self, index: str, meta: Mapping[str, Any]) -> SearchAnalyzer | None:
+        """The in-process ``ru_search`` of ``index``, or None when it cannot be trusted to be the
+        index's own: the index's fingerprint (``_meta.osrag.fingerprint``, a hash of its model and
+        of the analysis template it was created from) must be that of the shipped template with
+        the index's stemmer, and that analysis must be one ``osrag.analyzer`` reproduces."""
+        if index in self._analyzers:
+            return self._analyzers[index]
+        found: SearchAnalyzer | None = None
+        stemmer = str(meta.get("stemmer") or "")
+        if meta.get("template_version") == templates.TEMPLATE_VERSION and meta.get("fingerprint"):
+            try:
+                made = Admin(self.s.model_copy(update={"stemmer": stemmer})).desired_components()
+                fp = templates.fingerprint(
+                    meta.get("embedding_model"), meta.get("dimension"), templates.TEMPLATE_VERSION, made
+                )
+                if fp == meta.get("fingerprint"):
+                    found = search_analyzer(stemmer)
+            except Unsupported as exc:
+                log.debug("index %s: the question's terms come from _analyze (%s)", index, exc)
+        with self._lazy:
+            if len(self._analyzers) > 64:  # indices long gone
+                self._analyzers.clear()
+            self._analyzers[index] = found
+        return found
 
     # -- parent-child: the whole section a passage came from
     def _section(
@@ -338,8 +382,12 @@ class QuerySteps:
         t_start = time.perf_counter()
         who = self.principal_for(principal)
         budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            raise InputError(f"token budget must be a positive integer, got {budget!r}")
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 0 < budget <= MAX_BUDGET_TOKENS:
+            shown = repr(budget) if len(repr(budget)) <= 40 else repr(budget)[:39] + "…"
+            raise InputError(
+                f"token budget must be a positive integer, got {shown} "
+                f"(budget_tokens: 1 to {MAX_BUDGET_TOKENS:,}, as OSRAG_BUDGET_TOKENS)"
+            )
         parsed_filters = parse_filters(filters)
         ret = yield from self._retrieve(question, "hybrid", depth, parsed_filters, who, evidence=True)
         question = question.strip()
@@ -529,15 +577,18 @@ class SearchClient(QuerySteps):
         ``tokenizer`` (a callable text -> count) overrides the budget tokenizer
         (``OSRAG_BUDGET_TOKENIZER``); the envelope's ``tokenizer`` says which one counted."""
         return self._run(
-            self._search(
+            observe_search(
+                self._search(
+                    question,
+                    budget_tokens=budget_tokens,
+                    filters=filters,
+                    depth=depth,
+                    rerank=rerank,
+                    tokenizer=tokenizer,
+                    selection=selection,
+                    selection_config=selection_config,
+                    principal=principal,
+                ),
                 question,
-                budget_tokens=budget_tokens,
-                filters=filters,
-                depth=depth,
-                rerank=rerank,
-                tokenizer=tokenizer,
-                selection=selection,
-                selection_config=selection_config,
-                principal=principal,
             )
         )
