@@ -179,6 +179,28 @@ class DevNode(_Base):
         d = self.spec.run_dir / "client"
         return d / "admin.pem", d / "admin-key.pem"
 
+    def client_cert_files(self, cn: str) -> tuple[Path, Path, str]:
+        """(cert, key, DN) of a client certificate for ``cn`` signed by this node's CA, made once.
+
+        For ``OSRAG_AUTH=cert`` against the secured node: the node authenticates it as the user
+        named by its DN (``clientcert_auth_domain``); map that DN to a role to give it rights."""
+        if not cn or not all(c.isalnum() or c in "-_." for c in cn):
+            raise LauncherError(f"client certificate name {cn!r}: letters, digits, - _ . only")
+        d = self.spec.run_dir / "client"
+        cert, key, dn_file = d / f"{cn}.pem", d / f"{cn}-key.pem", d / f"{cn}.dn"
+        if not (cert.exists() and key.exists() and dn_file.exists()):
+            try:
+                ca_cert, ca_key = self.ca_file.read_bytes(), (d / "ca-key.pem").read_bytes()
+            except OSError as exc:
+                raise LauncherError(
+                    f"no dev CA at {self.ca_file}; start the node first (osrag dev up --security)"
+                ) from exc
+            pem, key_pem, dn = sec.issue_client_cert(ca_cert, ca_key, cn)
+            cert.write_bytes(pem)
+            sec.write_private(key, key_pem)
+            dn_file.write_text(dn)
+        return cert, key, dn_file.read_text().strip()
+
     # ---- API for other code ---------------------------------------------------
     def client_settings(self, **overrides: object) -> Settings:
         """``Settings`` pointing at this node: its URL and, when secured, CA, admin user and password."""
@@ -260,6 +282,7 @@ class DevNode(_Base):
             sec_dir = self.spec.config_dir / "opensearch-security"
             (sec_dir / "internal_users.yml").write_text(sec.internal_users_yml(sec.bcrypt_hash(password)))
             (sec_dir / "roles_mapping.yml").write_text(sec.roles_mapping_yml())
+            (sec_dir / "config.yml").write_text(sec.config_yml())
         dns = json.loads((client_dir / "dns.json").read_text())
         return security_settings(admin_dn=dns["admin"], node_dn=dns["node"])
 

@@ -361,6 +361,8 @@ def security_settings(admin_dn: str, node_dn: str) -> dict[str, object]:
         "plugins.security.ssl.http.pemcert_filepath": "certs/node.pem",
         "plugins.security.ssl.http.pemkey_filepath": "certs/node-key.pem",
         "plugins.security.ssl.http.pemtrustedcas_filepath": "certs/ca.pem",
+        # A client MAY present a certificate signed by the CA (OSRAG_AUTH=cert); basic auth still works.
+        "plugins.security.ssl.http.clientauth_mode": "OPTIONAL",
         # The security index is created from config/opensearch-security/*.yml at first start,
         # so no securityadmin run (and no admin certificate on the client side) is needed.
         "plugins.security.allow_default_init_securityindex": True,

@@ -155,6 +155,72 @@ def generate_certs(now: dt.datetime | None = None) -> CertSet:
     )
 
 
+def issue_client_cert(ca_cert_pem: bytes, ca_key_pem: bytes, cn: str) -> tuple[bytes, bytes, str]:
+    """A client certificate for ``cn`` signed by the dev CA: (cert PEM, PKCS#8 key PEM, its DN).
+
+    The security plugin's ``clientcert`` authenticator takes the DN as the user name, so a
+    role mapping that lists this DN as a user is what gives the certificate its rights."""
+    x509, hashes, serialization, rsa, eku, oid = _crypto()
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    now = dt.datetime.now(dt.UTC)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    subject = x509.Name(
+        [x509.NameAttribute(oid.ORGANIZATION_NAME, ORG), x509.NameAttribute(oid.COMMON_NAME, cn)]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CERT_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([eku.CLIENT_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem, cert.subject.rfc4514_string()
+
+
+def config_yml() -> str:
+    """Two HTTP authenticators: a client certificate signed by the dev CA (the user is the
+    certificate's DN; no password), then basic auth against the internal users."""
+    doc = {
+        "_meta": {"type": "config", "config_version": 2},
+        "config": {
+            "dynamic": {
+                "http": {"anonymous_auth_enabled": False},
+                "authc": {
+                    "clientcert_auth_domain": {
+                        "description": "a client certificate signed by the dev CA; user = its DN",
+                        "http_enabled": True,
+                        "transport_enabled": False,
+                        "order": 0,
+                        "http_authenticator": {"type": "clientcert", "challenge": False},
+                        "authentication_backend": {"type": "noop"},
+                    },
+                    "basic_internal_auth_domain": {
+                        "description": "user and password of the internal user database",
+                        "http_enabled": True,
+                        "transport_enabled": True,
+                        "order": 1,
+                        "http_authenticator": {"type": "basic", "challenge": True},
+                        "authentication_backend": {"type": "intern"},
+                    },
+                },
+            }
+        },
+    }
+    return _yml(doc)
+
+
 def new_password() -> str:
     """A random admin password: 32 URL-safe characters plus the classes strength rules ask for."""
     return secrets.token_urlsafe(24) + "Aa1!"
