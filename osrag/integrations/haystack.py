@@ -1,0 +1,77 @@
+"""Haystack 2+: osrag as a retriever ``@component`` (``pip install 'osrag[haystack]'``).
+
+    retriever = OsragRetriever(SearchClient(), principal=Principal(groups=["support"]))
+    out = retriever.run("как вернуть товар?", budget_tokens=800, filters={"category": "faq"})
+    out["documents"], out["envelope"]
+
+``run`` (and ``run_async``, used by ``AsyncPipeline``) returns ``documents`` -- one
+``Document`` per selected passage, its ``meta`` from
+``osrag.integrations.metadata.passage_metadata`` -- and the whole ``envelope``, so a pipeline
+can tell "nothing relevant" and "budgeted" apart from an empty or short list. The call's
+principal wins over the component's; with neither the search is refused (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from haystack import Document, component
+
+from osrag.access import Principal
+from osrag.asearch import AsyncSearchClient
+from osrag.envelope import Envelope
+from osrag.integrations import base
+from osrag.integrations.metadata import passage_score, passages_with_metadata
+from osrag.search import SearchClient
+
+__all__ = ["OsragRetriever", "to_documents"]
+
+
+def to_documents(env: Envelope) -> list[Document]:
+    """The envelope's passages as Haystack documents, in rank order."""
+    return [
+        Document(id=p.chunk_id, content=p.text, meta=meta, score=passage_score(p))
+        for p, meta in passages_with_metadata(env)
+    ]
+
+
+@component
+class OsragRetriever:
+    """A Haystack retriever over ``SearchClient.search`` (and ``AsyncSearchClient`` in ``run_async``)."""
+
+    def __init__(
+        self,
+        client: SearchClient,
+        *,
+        async_client: AsyncSearchClient | None = None,
+        principal: Principal | None = None,
+        budget_tokens: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.client = client
+        self.async_client = async_client
+        self.options = base.Options().merged(principal, budget_tokens, filters)
+
+    @component.output_types(documents=list[Document], envelope=Envelope)
+    def run(
+        self,
+        query: str,
+        principal: Principal | None = None,
+        budget_tokens: int | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        env = base.search(self.client, query, self.options.merged(principal, budget_tokens, filters))
+        return {"documents": to_documents(env), "envelope": env}
+
+    @component.output_types(documents=list[Document], envelope=Envelope)
+    async def run_async(
+        self,
+        query: str,
+        principal: Principal | None = None,
+        budget_tokens: int | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        options = self.options.merged(principal, budget_tokens, filters)
+        env = await base.asearch(self.client, self.async_client, query, options)
+        return {"documents": to_documents(env), "envelope": env}

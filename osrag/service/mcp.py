@@ -1,0 +1,137 @@
+"""The MCP server (``pip install 'osrag[mcp]'``, ``osrag mcp``): osrag as tools for an agent.
+
+Two tools over the one query path, on the official ``mcp`` SDK (``MCPServer``):
+
+* ``search`` (question, budget_tokens, filters) -> the envelope as structured content (its
+  JSON schema is the tool's output schema) and ``render_text`` as the readable text, sources
+  and the budget line included;
+* ``section`` (section_id, filters) -> a whole section in document order.
+
+Who is asking is the server's configuration (``osrag mcp --group/--tenant/--public-only``),
+never a tool argument: the model can narrow a search with filters but cannot widen what the
+principal sees. Tool functions are sync; the SDK runs them in worker threads.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' annotations at run time, and
+# they name this module's locals (the budget limit).
+import logging
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from osrag import __version__
+from osrag.access import Principal, require_principal
+from osrag.envelope import Envelope, Passage, cite, render_text
+from osrag.errors import OsragError
+from osrag.query import MAX_QUESTION_CHARS
+from osrag.search import SearchClient
+
+__all__ = ["Filters", "Section", "build_server"]
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "База знаний на русском языке. Вызывайте `search` с вопросом (лучше по-русски); ответ -- минимальный "
+    "набор фрагментов, достаточный для ответа в пределах бюджета токенов, со ссылками на источники, или "
+    "явное «ничего релевантного не найдено» (status nothing_relevant): тогда не выдумывайте ответ. "
+    "Больше контекста вокруг фрагмента даёт `section` с его parent_section_id.\n"
+    "A Russian-language knowledge base. Call `search` with the question (Russian works best); it returns the "
+    "minimal passages sufficient to answer within a token budget, with their sources, or says plainly that "
+    "nothing relevant was found (status nothing_relevant): then do not make an answer up. For more context "
+    "around a passage, call `section` with its parent_section_id."
+)
+
+SEARCH_DESCRIPTION = (
+    "Поиск по базе знаний (гибридный BM25 + векторный поиск с русской морфологией). Возвращает фрагменты "
+    "документов с источниками (doc_id, путь заголовков, файл или URL), которые вместе умещаются в "
+    "budget_tokens, и конверт: status complete (всё релевантное), budgeted (часть не уместилась, см. "
+    "left_out) или nothing_relevant. Фильтры только сужают поиск.\n"
+    "Search the knowledge base (hybrid BM25 + vector search with Russian morphology). Returns document "
+    "passages with their sources (doc_id, heading path, file or URL) that fit together in budget_tokens, "
+    "and the envelope: status complete (everything relevant), budgeted (some did not fit, see left_out) or "
+    "nothing_relevant. Filters only narrow the search."
+)
+
+SECTION_DESCRIPTION = (
+    "Весь раздел документа (фрагменты раздела и его подразделов по порядку) по section_id или "
+    "parent_section_id из результата search: когда одного фрагмента мало для ответа.\n"
+    "A whole document section (the chunks of the section and its subsections, in order) by a section_id "
+    "or parent_section_id from a search result: when one passage is not enough to answer."
+)
+
+
+class Filters(BaseModel):
+    """Сужение поиска (доступ задан сервером) / narrowing the search (access is fixed by the server)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    category: str | list[str] | None = Field(None, description="Категория / document category")
+    doc_id: str | list[str] | None = Field(None, description="Документ(ы) / document id(s)")
+    kind: str | list[str] | None = Field(None, description="Вид фрагмента / chunk kind: text, code, table")
+    tenant: str | list[str] | None = Field(None, description="Арендатор / tenant (narrows only)")
+    updated_after: str | None = Field(None, description="ISO date, e.g. 2026-01-31")
+    updated_before: str | None = Field(None, description="ISO date, e.g. 2026-12-31")
+    include_archived: bool | None = Field(None, description="Включая архив / include archived documents")
+
+
+class Section(BaseModel):
+    section_id: str
+    passages: list[Passage]
+
+
+def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """An osrag error becomes the tool's one-line error for the model; anything else is the SDK's crash."""
+    try:
+        return fn(*args, **kwargs)
+    except OsragError as exc:
+        raise ToolError(f"{what}: {exc}") from exc
+
+
+def _section_text(section_id: str, parts: list[Passage]) -> str:
+    if not parts:
+        return f"раздел {section_id} не найден или недоступен / section {section_id}: nothing visible"
+    head = " > ".join(parts[0].heading_path) or parts[0].title
+    return "\n\n".join([f"{head}  ({cite(parts[0])})", *(p.text.strip() for p in parts)])
+
+
+def build_server(client: SearchClient, principal: Principal, *, max_budget_tokens: int = 8000) -> MCPServer:
+    """The MCP server answering for ``principal`` (required: there is no default reader)."""
+    who = require_principal(principal, require_tenant=client.s.require_tenant)
+    server: MCPServer = MCPServer(
+        "osrag", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @server.tool(description=SEARCH_DESCRIPTION, annotations=read_only)
+    def search(
+        question: Annotated[
+            str, Field(description="Вопрос / the question", min_length=1, max_length=MAX_QUESTION_CHARS)
+        ],
+        budget_tokens: Annotated[
+            int | None, Field(description="Бюджет токенов / token budget", ge=1, le=max_budget_tokens)
+        ] = None,
+        filters: Filters | None = None,
+    ) -> Annotated[CallToolResult, Envelope]:
+        flt = filters.model_dump(exclude_none=True) if filters else None
+        env = _call(
+            "search", client.search, question, principal=who, budget_tokens=budget_tokens, filters=flt
+        )
+        text = TextContent(type="text", text=render_text(env))
+        return CallToolResult(content=[text], structured_content=env.model_dump(mode="json"))
+
+    @server.tool(description=SECTION_DESCRIPTION, annotations=read_only)
+    def section(
+        section_id: Annotated[str, Field(description="section_id / parent_section_id", min_length=1)],
+        filters: Filters | None = None,
+    ) -> Annotated[CallToolResult, Section]:
+        flt = filters.model_dump(exclude_none=True) if filters else None
+        parts = _call("section", client.section, section_id, principal=who, filters=flt)
+        got = Section(section_id=section_id, passages=parts)
+        text = TextContent(type="text", text=_section_text(section_id, parts))
+        return CallToolResult(content=[text], structured_content=got.model_dump(mode="json"))
+
+    log.info("MCP server ready for %s", who.describe())
+    return server
