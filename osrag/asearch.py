@@ -22,6 +22,7 @@ from osrag.budget import SelectionConfig
 from osrag.connection import make_async_client, translate_errors
 from osrag.envelope import Envelope, Passage
 from osrag.errors import OsragError
+from osrag.observability import observe_search
 from osrag.query import parse_filters
 from osrag.rerank import Reranker
 from osrag.search import QuerySteps, Retrieval
@@ -141,15 +142,18 @@ class AsyncSearchClient(QuerySteps):
     ) -> Envelope:
         """The envelope for ``question`` within the budget, as ``SearchClient.search``."""
         return await self._run(
-            self._search(
+            observe_search(
+                self._search(
+                    question,
+                    budget_tokens=budget_tokens,
+                    filters=filters,
+                    depth=depth,
+                    rerank=rerank,
+                    tokenizer=tokenizer,
+                    selection=selection,
+                    selection_config=selection_config,
+                    principal=principal,
+                ),
                 question,
-                budget_tokens=budget_tokens,
-                filters=filters,
-                depth=depth,
-                rerank=rerank,
-                tokenizer=tokenizer,
-                selection=selection,
-                selection_config=selection_config,
-                principal=principal,
             )
         )

@@ -1,0 +1,164 @@
+"""osrag.observability without a node: the search record, degradations, failures, JSON lines, spans.
+
+The same records from real searches and ingests (and the secret scan of a whole run) are in
+tests/integration/test_observability.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+
+import pytest
+
+from osrag.envelope import Envelope, Freshness
+from osrag.errors import ClusterError
+from osrag.observability import (
+    JsonFormatter,
+    configure_cli_logging,
+    observe_search,
+    question_hash,
+)
+from osrag.steps import Call, Steps, Work, run_steps
+
+QUESTION = "действует ли TEA15 на лампы?"
+
+
+def envelope(notes: list[str]) -> Envelope:
+    return Envelope(
+        question=QUESTION,
+        status="budgeted",
+        message="",
+        budget_tokens=800,
+        spent_tokens=640,
+        candidates=40,
+        freshness=Freshness(alias="kb", index="kb-1"),
+        timings_ms={"embed_query": 3.2, "retrieve": 21.0, "server_took": 12.0, "select": 1.5, "total": 30.1},
+        notes=notes,
+    )
+
+
+def path(notes: list[str], fail: bool = False) -> Steps[Envelope]:
+    yield Work(functools.partial(len, "x"))
+    try:
+        yield Call("search", "search", {})
+    except ClusterError:
+        pass
+    yield Call("search", "search", {})
+    if fail:
+        raise ClusterError("boom")
+    return envelope(notes)
+
+
+def answer(step: Call | Work) -> object:
+    if isinstance(step, Work):
+        return step.fn()
+    answer.calls += 1  # type: ignore[attr-defined]
+    if answer.calls == 1:  # type: ignore[attr-defined]
+        raise ClusterError("refused once")
+    return {}
+
+
+def test_one_info_record_per_search_with_hash_numbers_and_stages(caplog: pytest.LogCaptureFixture) -> None:
+    answer.calls = 0  # type: ignore[attr-defined]
+    with caplog.at_level(logging.INFO, logger="osrag"):
+        env = run_steps(observe_search(path(["reranker unavailable: x"]), QUESTION), answer)
+    assert env.spent_tokens == 640
+    infos = [r for r in caplog.records if r.levelno == logging.INFO and r.name == "osrag.search"]
+    assert len(infos) == 1
+    f = infos[0].osrag  # type: ignore[attr-defined]
+    assert f["question_hash"] == question_hash(QUESTION) and QUESTION not in infos[0].getMessage()
+    assert (f["status"], f["candidates"], f["passages"], f["tokens"], f["requests"]) == (
+        "budgeted",
+        40,
+        0,
+        640,
+        2,
+    )
+    assert f["ms"] == {"embed": 3.2, "request": 21.0, "took": 12.0, "select": 1.5, "total": 30.1}
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.osrag["degradation"] for r in warnings] == ["reranker unavailable: x"]  # type: ignore[attr-defined]
+    assert not [r for r in caplog.records if r.levelno == logging.DEBUG]
+
+
+def test_the_question_text_only_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    answer.calls = 0  # type: ignore[attr-defined]
+    with caplog.at_level(logging.DEBUG, logger="osrag"):
+        run_steps(observe_search(path([]), QUESTION), answer)
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert len(debug) == 1 and QUESTION in debug[0].getMessage()
+
+
+def test_a_failed_search_is_one_warning_and_the_error_propagates(caplog: pytest.LogCaptureFixture) -> None:
+    answer.calls = 0  # type: ignore[attr-defined]
+    with caplog.at_level(logging.INFO, logger="osrag"), pytest.raises(ClusterError, match="boom"):
+        run_steps(observe_search(path([], fail=True), QUESTION), answer)
+    (rec,) = caplog.records
+    assert rec.levelno == logging.WARNING and "ClusterError" in rec.getMessage()
+    assert "2 request(s)" in rec.getMessage()
+
+
+def test_json_lines_carry_the_fields_and_the_cli_handler_is_replaced_not_stacked() -> None:
+    out = io.StringIO()
+    configure_cli_logging(1, "json", stream=out)
+    configure_cli_logging(1, "json", stream=out)
+    try:
+        answer.calls = 0  # type: ignore[attr-defined]
+        run_steps(observe_search(path([]), QUESTION), answer)
+    finally:
+        configure_cli_logging(0, "text")
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert len(lines) == 1
+    assert lines[0]["logger"] == "osrag.search" and lines[0]["level"] == "INFO"
+    assert lines[0]["requests"] == 2 and lines[0]["ms"]["took"] == 12.0
+    assert len([h for h in logging.getLogger("osrag").handlers if getattr(h, "_osrag_cli", False)]) == 1
+
+
+def test_json_formatter_is_one_line_per_record() -> None:
+    rec = logging.LogRecord("osrag.x", logging.INFO, __file__, 1, "a\nb %s", ("c",), None)
+    line = JsonFormatter().format(rec)
+    assert "\n" not in line and json.loads(line)["message"] == "a\nb c"
+
+
+@pytest.fixture(scope="module")
+def spans():
+    """The SDK's in-memory exporter behind the global tracer provider (set once per process)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+def test_a_search_is_a_span_with_one_child_per_step(spans) -> None:  # type: ignore[no-untyped-def]
+    spans.clear()
+    answer.calls = 0  # type: ignore[attr-defined]
+    run_steps(observe_search(path(["partial answer"]), QUESTION), answer)
+    got = spans.get_finished_spans()
+    root = next(s for s in got if s.name == "osrag.search")
+    children = [s for s in got if s.parent is not None and s.parent.span_id == root.context.span_id]
+    assert [s.name for s in children] == ["len", "opensearch search", "opensearch search"]
+    assert children[1].status.status_code.name == "ERROR"  # the refused request
+    assert root.attributes["osrag.requests"] == 2 and root.attributes["osrag.ms.took"] == 12.0
+    assert root.attributes["osrag.question_hash"] == question_hash(QUESTION)
+    assert QUESTION not in str(dict(root.attributes))
+    assert [e.name for e in root.events] == ["degradation"]
+
+
+def test_a_failed_search_span_is_an_error(spans) -> None:  # type: ignore[no-untyped-def]
+    spans.clear()
+    answer.calls = 0  # type: ignore[attr-defined]
+    with pytest.raises(ClusterError):
+        run_steps(observe_search(path([], fail=True), QUESTION), answer)
+    root = next(s for s in spans.get_finished_spans() if s.name == "osrag.search")
+    assert root.status.status_code.name == "ERROR"
