@@ -40,7 +40,10 @@ _DOC_FIELDS = ("category", "tenant", "acl", "updated_at")
 MAX_HEADING_CHARS = 500
 #: The chunk fields the read side adds (as in index_templates/osrag-chunks.json), for indices
 #: made before them: front-matter keys osrag does not read, and the passage's link.
-READ_PROPERTIES: dict[str, Any] = {"meta": {"type": "flat_object"}, "url": {"type": "keyword", "index": False}}
+READ_PROPERTIES: dict[str, Any] = {
+    "meta": {"type": "flat_object"},
+    "url": {"type": "keyword", "index": False},
+}
 
 
 # ---------------------------------------------------------------- options and report

@@ -34,6 +34,9 @@ FILTER_KEYS = (
     "updated_before",
     "include_archived",
 )
+#: ``meta.KEY`` filters a front-matter key osrag does not read itself (osrag.frontmatter keeps them).
+META_PREFIX = "meta."
+META_KEY = re.compile(r"^[^\s.][^\s]{0,199}$")
 MODES = ("hybrid", "bm25", "bm25-text", "bm25-std", "knn")
 #: Upper bound on the analysed tokens the lexical head may ask for. Each token becomes a clause
 #: on each of the four matched fields, and the cluster refuses a query with more than
@@ -58,8 +61,11 @@ def parse_filters(raw: Mapping[str, Any] | None) -> dict[str, Any]:
                 "acl is not a filter: pass the caller's groups as principal=Principal(groups=[...]) "
                 "(CLI: --group G)"
             )
-        if key not in FILTER_KEYS:
-            raise InputError(f"unknown filter {key!r}; known: {', '.join(FILTER_KEYS)}")
+        if isinstance(key, str) and key.startswith(META_PREFIX):
+            if not META_KEY.match(key[len(META_PREFIX) :]):
+                raise InputError(f"filter {key[:80]!r}: meta.KEY wants a front-matter key name after 'meta.'")
+        elif key not in FILTER_KEYS:
+            raise InputError(f"unknown filter {key!r}; known: {', '.join(FILTER_KEYS)}, meta.KEY")
         if key == "include_archived":
             out[key] = _strict_bool(key, value)
         elif key in ("updated_after", "updated_before"):
@@ -109,6 +115,8 @@ def filter_clauses(alias: str, filters: Mapping[str, Any], principal: Principal)
     for key in ("category", "tenant", "doc_id", "kind"):
         if key in filters:
             clauses.append({"terms": {key: list(filters[key])}})
+    for key in sorted(k for k in filters if k.startswith(META_PREFIX)):  # front-matter keys (flat_object)
+        clauses.append({"terms": {key: list(filters[key])}})
     rng = {}
     if "updated_after" in filters:
         rng["gte"] = filters["updated_after"]

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from osrag.cli.common import echo_json
-from osrag.settings import load_settings
+from osrag.settings import MAX_BUDGET_TOKENS, load_settings
 
 
 @click.command()
@@ -26,6 +26,8 @@ def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
     from osrag.admin import Admin
     from osrag.names import ANALYZERS
 
+    if not text.strip():
+        raise click.BadParameter("is empty: give the text to analyze", param_hint="TEXT")
     result = Admin(load_settings()).analyze(text, analyzers or ANALYZERS)
     if as_json:
         echo_json(result)
@@ -37,13 +39,29 @@ def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"{name:>10}: {shown}")
 
 
+#: Filters that take one value: given twice with different values, the CLI refuses rather than guess.
+_SINGLE_VALUED = ("include_archived", "updated_after", "updated_before")
+
+
 def _parse_filter_options(items: tuple[str, ...]) -> dict[str, Any]:
+    """``--filter key=value`` options as a filters mapping. A key given twice is combined (any of
+    the values, as ``key=a,b``) -- never the last one silently replacing the first; a one-value
+    filter given twice with different values is a usage error."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise click.BadParameter(f"{item!r} is not key=value", param_hint="--filter")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
+        k, v = k.strip(), v.strip()
+        if k not in out:
+            out[k] = v
+        elif k in _SINGLE_VALUED:
+            if out[k] != v:
+                raise click.BadParameter(
+                    f"{k} given twice ({out[k]!r}, {v!r}): give it once", param_hint="--filter"
+                )
+        else:
+            out[k] = f"{out[k]},{v}"  # any of them (OR), as key=a,b says
     return out
 
 
@@ -66,18 +84,32 @@ def _principal_options(f: Any) -> Any:
 
 
 def _principal(groups: tuple[str, ...], tenant: str | None, public_only: bool, all_access: bool) -> Any:
+    """The caller from the flags; none of them is a usage error in the CLI's words (fail closed)."""
     from osrag.access import make_principal
 
-    return make_principal(groups, tenant, public_only, all_access)
+    got = make_principal(groups, tenant, public_only, all_access)
+    if got is None:
+        raise click.UsageError(
+            "no caller: say who is asking with --group G (repeatable, with --tenant T where tenants are "
+            "used), or --public-only, or --all-access (admin); restricted chunks are never shown otherwise"
+        )
+    return got
 
 
 @click.command()
 @click.argument("question")
-@click.option("--budget", type=int, default=None, help="Token budget (default: OSRAG_BUDGET_TOKENS).")
+@click.option(
+    "--budget",
+    type=click.IntRange(1, MAX_BUDGET_TOKENS),
+    default=None,
+    help="Token budget (default: OSRAG_BUDGET_TOKENS).",
+)
 @click.option(
     "--filter", "filters", multiple=True, help="key=value, e.g. category=promo, include_archived=true."
 )
-@click.option("--depth", type=int, default=None, help="Candidate depth for the hybrid query.")
+@click.option(
+    "--depth", type=click.IntRange(1, 1000), default=None, help="Candidate depth for the hybrid query."
+)
 @click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder.")
 @_principal_options
 @click.option("--json", "as_json", is_flag=True)

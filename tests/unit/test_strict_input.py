@@ -131,7 +131,6 @@ def _cli(*args: str | bytes) -> subprocess.CompletedProcess[bytes]:
     [
         ((b"\xff", "--public-only"), b"question is not valid Unicode text: lone surrogate U+DCFF"),
         ((b"\xd1\x87\xd0\xb0\xff", "--public-only"), b"lone surrogate U+DCFF at position 2"),
-        (("чай",), b"no principal: say who is asking"),
         (("чай", "--public-only", "--group", "a"), b"--public-only takes no --group"),
         (("чай", "--all-access", "--tenant", "t"), b"--all-access sees everything"),
         (
@@ -149,9 +148,13 @@ def test_cli_bad_questions_and_principals_are_one_line(args: tuple[str | bytes, 
     assert len(lines) == 1 and message in lines[0], p.stderr
 
 
-def test_cli_section_needs_a_principal_too() -> None:
-    p = _cli("section", "groupB#0")
-    assert p.returncode == 1 and b"no principal" in p.stderr and b"Traceback" not in p.stderr
+@pytest.mark.parametrize("command", [("search", "чай"), ("section", "groupB#0")])
+def test_cli_reads_need_a_caller_said_with_the_cli_s_own_flags(command: tuple[str, str]) -> None:
+    p = _cli(*command)
+    assert p.returncode == 2 and b"Traceback" not in p.stderr  # a usage error, like click's own
+    assert b"no caller: say who is asking with --group G" in p.stderr
+    assert b"--public-only" in p.stderr and b"--all-access" in p.stderr
+    assert b"principal=" not in p.stderr  # the API's words are not the CLI's
 
 
 # ------------------------------------------------------------------ token counts
