@@ -90,13 +90,13 @@ class Rules:
         return Rules(self.source, self.exclude, self.rules, {**self.variables, **extra})
 
 
-_SPECS: dict[tuple[str, ...], pathspec.PathSpec] = {}
+_SPECS: dict[tuple[str, ...], pathspec.GitIgnoreSpec] = {}
 
 
-def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     got = _SPECS.get(patterns)
     if got is None:
-        got = _SPECS[patterns] = pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+        got = _SPECS[patterns] = pathspec.GitIgnoreSpec.from_lines(patterns)
     return got
 
 
