@@ -16,7 +16,7 @@ import sys
 import click
 
 from osrag import __version__
-from osrag.cli import admin, dev, evaluate, ingest, read
+from osrag.cli import admin, dev, evaluate, ingest, mcp, read, serve
 from osrag.errors import InvalidSetting, OsragError
 
 
@@ -56,6 +56,8 @@ for _command in (
     read.section,
     evaluate.demo,
     evaluate.eval_cmd,
+    serve.serve,
+    mcp.mcp,
 ):
     cli.add_command(_command)
 
