@@ -89,6 +89,11 @@ class RerankInfo(BaseModel):
     model: str | None = None
     used: bool = False
     note: str = ""
+    #: How many candidates the cross-encoder scored (the rest keep their fused order after them:
+    #: past ``OSRAG_RERANK_DEPTH``, or past the deadline of ``OSRAG_RERANK_BUDGET_MS``).
+    reranked: int = 0
+    #: The deadline in force (ms), when one was.
+    budget_ms: float | None = None
 
 
 class BudgetTokenizer(BaseModel):

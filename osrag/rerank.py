@@ -12,7 +12,10 @@ what the model reads:
 * pairs are scored in batches of similar length, so a short pair is not padded to
   the length of the longest one;
 * only the first ``depth`` candidates are scored; the rest keep their fused order
-  after them (``RerankResult.order``).
+  after them (``RerankResult.order``);
+* with a time budget (``budget_ms``), candidates are scored in fused order, a batch at a
+  time, while the next batch is expected to end before the deadline; the unscored rest
+  keep their fused order (``RerankResult.scored`` says how many were scored).
 
 Models load once per process on first use; an export is cached on disk under
 ``models_dir``. If the model cannot be loaded or run, ``RerankUnavailable`` says why
@@ -29,6 +32,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -109,6 +113,10 @@ class RerankResult:
     truncated: list[bool]
     max_length: int | None
     order: list[int] = field(default_factory=list)
+    #: How many candidates (a prefix in fused order) the model scored.
+    scored: int = 0
+    #: The time budget stopped the scoring before the depth was reached.
+    out_of_time: bool = False
 
 
 # ------------------------------------------------------------------ models
@@ -362,7 +370,11 @@ class Reranker:
         max_length: int | None = None,
         depth: int | None = None,
         models_dir: Path | None = None,
+        budget_ms: float | None = None,
     ) -> None:
+        if budget_ms is not None and budget_ms <= 0:
+            raise ValueError(f"rerank budget must be a positive number of milliseconds, got {budget_ms}")
+        self.budget_ms = budget_ms
         self.model_name = model_name
         self.device = device
         self.batch_size = batch_size
@@ -385,6 +397,7 @@ class Reranker:
             max_length=settings.rerank_max_length,
             depth=settings.rerank_depth,
             models_dir=settings.models_dir,
+            budget_ms=settings.rerank_budget_ms,
         )
 
     @property
@@ -412,27 +425,39 @@ class Reranker:
         limits = [x for x in (self.max_length, model.model_max_length) if x]
         return min(limits) if limits else 512
 
-    def score(self, question: str, texts: Sequence[str]) -> RerankResult:
+    def score(self, question: str, texts: Sequence[str], budget_ms: float | None = None) -> RerankResult:
+        """Scores of the first ``depth`` texts (in their fused order) and the order to show them in.
+
+        ``budget_ms`` (default: the reranker's own ``budget_ms``) is a deadline counted from when
+        the loaded model starts on this question: see the module docstring."""
         if not texts:
             return RerankResult([], [], None, [])
         head = depth_cut(len(texts), self.depth)
         model = self.model
+        budget = self.budget_ms if budget_ms is None else budget_ms
+        deadline = None if budget is None else time.perf_counter() + budget / 1000.0
         try:
             max_len = self.effective_max_length(model)
-            head_scores, head_trunc = self._score_pairs(model, question, list(texts[:head]), max_len)
+            head_scores, head_trunc = self._score_pairs(
+                model, question, list(texts[:head]), max_len, deadline=deadline
+            )
         except Exception as exc:
             raise RerankUnavailable(f"reranker {self.model_name!r} failed: {_one_line(exc)}") from exc
-        tail = len(texts) - head
+        tail = len(texts) - len(head_scores)
         return RerankResult(
             [*head_scores, *([None] * tail)],
             [*head_trunc, *([False] * tail)],
             max_len,
             rerank_order(head_scores, len(texts)),
+            scored=len(head_scores),
+            out_of_time=len(head_scores) < head,
         )
 
     def _score_pairs(
-        self, model: _Loaded, question: str, texts: list[str], max_len: int
+        self, model: _Loaded, question: str, texts: list[str], max_len: int, deadline: float | None = None
     ) -> tuple[list[float], list[bool]]:
+        """Scores of ``texts``; with a ``deadline`` (``time.perf_counter``), of the longest prefix
+        of them whose batches were expected to end in time (batches of consecutive texts)."""
         tok = model.tokenizer
         specials = tok.num_special_tokens_to_add(pair=True)
         q = tok(question, add_special_tokens=False, return_offsets_mapping=True)
@@ -445,7 +470,20 @@ class Reranker:
             question = question[: q["offset_mapping"][q_keep - 1][1]] if q_keep else ""
         scores = np.zeros(len(texts), dtype=np.float64)
         lengths = [qk + pk for qk, pk in budgets]
-        for batch in length_batches(lengths, self.batch_size):
+        if deadline is None:
+            batches = length_batches(lengths, self.batch_size)
+        else:  # fused order, so that whatever is scored in time is the head of the list
+            batches = [
+                list(range(i, min(i + self.batch_size, len(texts))))
+                for i in range(0, len(texts), self.batch_size)
+            ]
+        done, spent, per_pair = 0, 0.0, 0.0
+        for batch in batches:
+            if deadline is not None:
+                now = time.perf_counter()
+                if now + per_pair * len(batch) > deadline:
+                    break
+            t0 = time.perf_counter()
             enc = tok(
                 [question] * len(batch),
                 [texts[i] for i in batch],
@@ -457,4 +495,9 @@ class Reranker:
             logits = model.run(dict(enc))
             col = logits.reshape(len(batch), -1)[:, -1].astype(np.float64)
             scores[batch] = 1.0 / (1.0 + np.exp(-col)) if model.activation == "sigmoid" else col
+            done += len(batch)
+            spent += time.perf_counter() - t0
+            per_pair = spent / done  # what the next batch is expected to cost, per pair
+        if deadline is not None:
+            return [float(s) for s in scores[:done]], truncated[:done]
         return [float(s) for s in scores], truncated

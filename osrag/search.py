@@ -478,14 +478,24 @@ class QuerySteps:
             with MODEL_WORK:
                 if self._reranker is None:
                     self._reranker = Reranker.from_settings(self.s)
-                rr = self._reranker.score(question, [h.source.get("text", "") for h in ordered])
+                budget = self.s.rerank_budget_ms
+                rr = self._reranker.score(question, [h.source.get("text", "") for h in ordered], budget)
             for h, sc, tr in zip(ordered, rr.scores, rr.truncated):
                 h.rerank, h.truncated = sc, tr
             ordered = [ordered[i] for i in rr.order]  # scored head by score, the rest in fused order
             info.used = True
+            info.reranked = rr.scored
+            info.budget_ms = budget if budget is not None else self._reranker.budget_ms
+            said = []
             n_tr = sum(rr.truncated)
             if n_tr:
-                info.note = f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking"
+                said.append(f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking")
+            if rr.out_of_time:
+                said.append(
+                    f"rerank budget {info.budget_ms:g} ms: {rr.scored} of {len(ordered)} candidates scored, "
+                    "the rest keep their fused order"
+                )
+            info.note = "; ".join(said)
         except ModelError as exc:
             info.note = f"reranker unavailable, ranked without it (fused order plus evidence): {exc}"
             notes.append(info.note)

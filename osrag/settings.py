@@ -205,6 +205,11 @@ class Settings(BaseSettings):
     rerank_quantize: Literal["none", "int8"] = "none"
     rerank_max_length: Annotated[int, Field(ge=16, le=8192)] = 256
     rerank_depth: Annotated[int, Field(ge=1, le=1000)] = 40
+    # A deadline for the cross-encoder per search (ms, from when it starts scoring): candidates are
+    # scored in fused order, a batch at a time, while the next batch is expected to end in time; the
+    # rest keep their fused order and the envelope's rerank.reranked says how many were scored.
+    # None: no deadline (every candidate up to rerank_depth is scored).
+    rerank_budget_ms: Annotated[float, Field(gt=0, le=600_000)] | None = None
 
     # --- chunking and query --------------------------------------------------------
     chunk_max_tokens: PositiveCount = 350

@@ -261,3 +261,105 @@ def test_onnx_backend_ranks_like_torch(tiny_model: str, tmp_path: Path) -> None:
     int8 = Reranker(tiny_model, backend="onnx", quantize="int8", models_dir=tmp_path).score(QUESTION, texts)
     assert len(int8.scores) == len(texts)
     assert all(isinstance(s, float) for s in int8.scores)
+
+
+class FakeClock:
+    """``time.perf_counter`` for the rerank deadline: it moves only when the model runs."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _timed_reranker(tiny_model: str, clock: FakeClock, per_batch_s: float, **kw: object) -> Reranker:
+    r = Reranker(tiny_model, batch_size=2, **kw)  # type: ignore[arg-type]
+    loaded = r.model
+    run = loaded.run
+
+    def slow(batch: dict[str, object]) -> object:
+        clock.now += per_batch_s
+        return run(batch)  # type: ignore[arg-type]
+
+    r._model = dataclasses.replace(loaded, run=slow)
+    return r
+
+
+SIX = [*TEXTS, "гарантия", "цена доставка", "чай"]
+
+
+def test_a_rerank_budget_scores_in_fused_order_until_the_deadline(
+    tiny_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osrag import rerank
+
+    full = Reranker(tiny_model).score(QUESTION, SIX)
+    assert full.scored == 6 and not full.out_of_time
+    clock = FakeClock()
+    monkeypatch.setattr(rerank.time, "perf_counter", clock)
+    # 10 ms per batch of two: the first two batches end at 20 ms; a third is expected to end at
+    # 30 ms, past the 25 ms deadline, so it is not started.
+    got = _timed_reranker(tiny_model, clock, 0.010, budget_ms=25).score(QUESTION, SIX)
+    assert got.scored == 4 and got.out_of_time
+    assert got.scores[:4] == pytest.approx(full.scores[:4], abs=1e-6)
+    assert got.scores[4:] == [None, None]
+    assert sorted(got.order[:4]) == [0, 1, 2, 3] and got.order[4:] == [4, 5]  # the rest: fused order
+    assert got.order[:4] == sorted(range(4), key=lambda i: -full.scores[i])
+    # A budget given to score() wins over the reranker's own; a generous one scores everything.
+    roomy = _timed_reranker(tiny_model, clock, 0.010, budget_ms=25).score(QUESTION, SIX, budget_ms=1000)
+    assert roomy.scored == 6 and not roomy.out_of_time and roomy.order == full.order
+    # Past the deadline before the first batch: nothing scored, the fused order kept.
+    late = _timed_reranker(tiny_model, clock, 0.010, budget_ms=25)
+
+    class SlowTokenizer:
+        def __init__(self, tok: object) -> None:
+            self.tok = tok
+
+        def __call__(self, *a: object, **kw: object) -> object:
+            clock.now += 1.0
+            return self.tok(*a, **kw)  # type: ignore[operator]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.tok, name)
+
+    late._model = dataclasses.replace(late.model, tokenizer=SlowTokenizer(late.model.tokenizer))
+    none = late.score(QUESTION, SIX)
+    assert none.scored == 0 and none.out_of_time and none.order == list(range(6))
+    with pytest.raises(ValueError, match="rerank budget"):
+        Reranker(tiny_model, budget_ms=0)
+
+
+def test_the_envelope_says_how_many_were_reranked_within_the_budget(
+    tiny_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osrag import rerank
+    from osrag.query import Hit
+    from osrag.search import SearchClient
+    from osrag.settings import Settings
+
+    clock = FakeClock()
+    monkeypatch.setattr(rerank.time, "perf_counter", clock)
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, rerank_budget_ms=25)
+    sc = SearchClient(s, reranker=_timed_reranker(tiny_model, clock, 0.010))
+    hits = [
+        Hit(chunk_id=f"c{i}", source={"text": t}, fused=1.0 - i / 10, rank=i + 1) for i, t in enumerate(SIX)
+    ]
+    notes: list[str] = []
+    ordered, info = sc._rerank(QUESTION, hits, True, notes, {})
+    assert info.used and info.reranked == 4 and info.budget_ms == 25
+    assert "rerank budget 25 ms: 4 of 6 candidates scored" in info.note
+    assert [h.chunk_id for h in ordered[4:]] == ["c4", "c5"]
+    assert all(h.rerank is None for h in ordered[4:]) and all(h.rerank is not None for h in ordered[:4])
+    # Without a budget (the default) every candidate is scored, as before.
+    plain = SearchClient(
+        Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None), reranker=Reranker(tiny_model)
+    )
+    _, info = plain._rerank(
+        QUESTION,
+        [Hit(chunk_id=h.chunk_id, source=h.source, fused=h.fused, rank=h.rank) for h in hits],
+        True,
+        [],
+        {},
+    )
+    assert info.reranked == 6 and info.budget_ms is None and "budget" not in info.note
