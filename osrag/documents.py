@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
-from osrag.chunking import Chunk, Document
+from osrag.chunking import Chunk, Document, markdown_title, read_markdown
 from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
 from osrag.errors import DocumentError, DocumentSkipped
 from osrag.frontmatter import FrontMatter, FrontMatterError, read_front_matter
+from osrag.includes import FileIncludes
 from osrag.rules import Rules, rules_at
 
 log = logging.getLogger(__name__)
@@ -386,11 +387,18 @@ def read_document(
     coll = collection or collection_of(root)
     conv: Converted | None = None
     front = FrontMatter()
+    variables = dict(rules.variables) if rules is not None else {}
+    notes: tuple[str, ...] = ()
     if fmt in TEXT_FORMATS:
         front, body = _decode_text(name, raw)
     else:
         conv = convert(path, raw, fmt)
         body = conv.markdown
+    if fmt == "markdown":  # the team's dialect -> readable Markdown (osrag.chunking.dialects)
+        reading = read_markdown(
+            body, variables=variables, include=FileIncludes(root, max_bytes), key=rel.as_posix()
+        )
+        body, notes = reading.text, reading.notes
     rule_fields, applied = rules.fields_for(rel.as_posix()) if rules is not None else ({}, ())
     meta = {**rule_fields, **front.fields}  # front matter wins over a rule
     if not body.strip():
@@ -409,7 +417,11 @@ def read_document(
     page = rel.with_suffix("").as_posix()
     doc_id = meta.get("doc_id") or f"{coll}/{page}"
     title = (
-        meta.get("title") or sidecar_title(path) or (conv and conv.title) or first_heading(body) or path.stem
+        meta.get("title")
+        or sidecar_title(path)
+        or (conv and conv.title)
+        or (markdown_title(body) if fmt == "markdown" else first_heading(body))
+        or path.stem
     )
     metadata: dict[str, Any] = {k: meta[k] for k in _DOC_FIELDS if k in meta}
     metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
@@ -426,7 +438,8 @@ def read_document(
         source=meta.get("source") or f"{coll}/{rel.as_posix()}",
         title=title,
         metadata=metadata,
-        variables=dict(rules.variables) if rules is not None else {},
+        notes=notes,
+        variables=variables,
     )
 
 

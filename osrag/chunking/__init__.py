@@ -7,21 +7,26 @@ falls back to sentences, lines and words only when a piece is still too long.
 Every chunk carries ``start``/``end`` into ``Document.text``: eval relevance
 and citations are computed from spans, never from the (decorated) chunk text.
 
-Pure functions: no I/O, no randomness, no third-party Markdown parser.
-The package, bottom floor first (each module imports only the ones above it):
+Pure functions: no I/O, no randomness. Markdown is parsed by markdown-it-py (CommonMark + GFM
+tables), never by hand. The package, bottom floor first (each module imports only the ones above it):
 
 - ``model``: ``Document``, ``Section``, ``Chunk``, ``ChunkingConfig``, the token counter;
-- ``markdown``: the line-based block scanner and ``parse_sections``;
+- ``parser``: the markdown-it-py parser (block tokens with source lines, fences lenient about
+  backticks in the info string);
+- ``dialects``: the reader, a docs team's dialect (directives, includes, variables) -> readable Markdown;
+- ``markdown``: blocks, list items and sections (with anchors) from the tokens, ``markdown_title``;
 - ``splitting``: the sentence -> line -> word fallback for long prose;
 - ``frame``: the rendering context (breadcrumb, footnotes, budget) and ``_Piece``;
 - ``code`` and ``pieces``: tables, lists, code and lead-ins cut at their own seams;
 - ``packing``: greedy packing, overlap, small-chunk merging, emitting chunks;
-- ``chunkers``: ``chunk_markdown``, ``chunk_text``, ``chunk_document``; ``fixed``: the baseline.
+- ``chunkers``: ``chunk_markdown``, ``chunk_text``, ``chunk_document``; ``fixed``: the baseline;
+- ``checks``: markup left in chunk text, chunks starting mid-sentence (for tests and bench).
 """
 
 from osrag.chunking.chunkers import STRATEGIES, chunk_document, chunk_markdown, chunk_text
+from osrag.chunking.dialects import IncludeLoader, Reading, read_markdown
 from osrag.chunking.fixed import chunk_fixed
-from osrag.chunking.markdown import parse_sections
+from osrag.chunking.markdown import markdown_title, parse_sections
 from osrag.chunking.model import Chunk, ChunkingConfig, Document, Section, TokenCounter, simple_token_count
 
 __all__ = [
@@ -29,12 +34,16 @@ __all__ = [
     "Chunk",
     "ChunkingConfig",
     "Document",
+    "IncludeLoader",
+    "Reading",
     "Section",
     "TokenCounter",
     "chunk_document",
     "chunk_fixed",
     "chunk_markdown",
     "chunk_text",
+    "markdown_title",
     "parse_sections",
+    "read_markdown",
     "simple_token_count",
 ]

@@ -24,7 +24,7 @@ _FOOTDEF_RE = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:")
 # A table caption in prose ("Таблица 3 — …"), which travels with the table after it.
 _CAPTION_RE = re.compile(r"^(?:\*\*|__)?(?:таблица|табл\.|table)\s*№?\s*\d", re.I)
 # An explicit heading id at the end of a heading: {#id}, {#id .class}, {: #id}.
-_HEADING_ID_RE = re.compile(r"\s*\{:?\s*#([^\s{}]+)[^{}]*\}\s*$")
+_HEADING_ID_RE = re.compile(r"\s*\{:?\s*#([^\s{}]+)[^{}]*\}[\s\]}]*$")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""Checks on chunks of real docs: directive markup left in the text, chunks starting mid-sentence.
+
+Deliberately independent of the reader: plain patterns over the chunk text (code excluded), so a
+directive the reader missed shows up here instead of being excused by the same code that missed it.
+Used by the dev-tree test (tests/integration/test_docs_tree.py) and ``bench/check_docs_tree.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from osrag.chunking.model import Chunk
+
+# What directive markup looks like once it escaped the reader.
+_MARKUP = re.compile(
+    r"\{/?(?:note|tabs?|cut|include|includetag|ifdef|ifndef|var|linkto|heading|caption|counter|const|params)"
+    r"[:()\[}]"
+    r"|\{%-?\s*[a-z]+"
+    r"|\{\{[<%]"
+    r"|<!--"
+    r"|^\s*:::"
+    r"|^\s*\[/[a-z]+\]\s*$"
+    r"|^\s*\[(?:smart|warn|info|cut|online|edit|iframe|codetabs|head)\b[^\]]*\]\s*$"
+    r"|</?(?:Tabs|TabItem|Admonition|Details)\b"
+    r"|\{#[\w.:-]+\}"
+    r"|^\s*\|===\s*$"
+    r"|^\s*\[cols="
+    r"|^libs:\s*$",
+    re.MULTILINE,
+)
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_TERMINATORS = ".!?…:;"
+_CLOSERS = '»"”’)]*_`'
+_BLOCK_START = re.compile(r"\s*(?:[-*+]\s|\d{1,9}[.)]\s|\||#|>|```|~~~|!\[|\[|<)")
+
+
+def prose_lines(text: str) -> Iterator[str]:
+    """Lines of ``text`` outside fenced code, inline code spans blanked."""
+    fence = ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(" `~"):
+                fence = ""
+            continue
+        if m:
+            fence = m.group(1)
+            continue
+        yield _CODE_SPAN.sub(" ", line)
+
+
+def markup_left(text: str) -> list[str]:
+    """Directive markup found in ``text`` outside code (empty when the text is clean)."""
+    found: list[str] = []
+    for line in prose_lines(text):
+        found.extend(m.group().strip() for m in _MARKUP.finditer(line))
+    return found
+
+
+def starts_mid_sentence(doc_text: str, chunk: Chunk) -> bool:
+    """Whether ``chunk``'s new text starts inside a sentence of ``doc_text``.
+
+    A start is at a boundary when it begins a paragraph (a blank line before), a Markdown block
+    (a list item, a table row, a heading, a fence, a quote), or follows a sentence end (``. ! ? …
+    : ;``, closing quotes or brackets after them), or the text before it on its line ends one.
+    A chunk whose body opens with repeated context (a table header, a list lead-in, an overlap
+    tail) is judged where that context sits in the document."""
+    body = chunk.body.lstrip()
+    head = body.split("\n", 1)[0][:80]
+    pos = chunk.start
+    if head and not doc_text.startswith(head, chunk.start):
+        found = doc_text.rfind(head, 0, chunk.start + len(head))
+        if found < 0:
+            return bool(head[:1].islower())
+        pos = found
+    before = doc_text[:pos]
+    stripped = before.rstrip(" \t")
+    if not stripped.strip() or stripped.endswith("\n\n") or before.rstrip(" \t\n").endswith("\n\n"):
+        return False
+    if _BLOCK_START.match(doc_text, pos):
+        return False
+    tail = before.rstrip()
+    while tail and tail[-1] in _CLOSERS:
+        tail = tail[:-1]
+    if tail.endswith(tuple(_TERMINATORS)):
+        return False
+    prev_line = tail.rsplit("\n", 1)[-1].lstrip()
+    return not ("\n" in before[len(tail) :] and prev_line[:1] in ("|", "#"))  # after a table row, heading
