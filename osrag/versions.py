@@ -339,7 +339,8 @@ def chunk_source(
         src.update(collection=stamp.collection, origin=stamp.origin, file_hash=stamp.file_hash)
     # The read side (osrag.documents): front-matter keys osrag does not read, and the passage's
     # link -- the page URL (--base-url) with the chunk's heading anchor (Markdown chunks carry one).
-    anchor = src.get("anchor") or getattr(c, "anchor", None)
+    # (a converted file's own anchors come from its locations; its Markdown headings are not in the original)
+    anchor = src.get("anchor") or (getattr(c, "anchor", None) if fmt in TEXT_FORMATS or fmt is None else None)
     if anchor and "anchor" not in src:
         src["anchor"] = anchor
     if md.get("meta"):
