@@ -267,9 +267,14 @@ def _read(text: str, ctx: _Ctx, key: str, stack: tuple[str, ...], tags: frozense
                 ctx.note(f"{where}: code fence opened at line {a + 1} never closes; closed at the end")
         elif tok.type.startswith("container_") and tok.nesting == 1:
             replace[a] = ("open", tok.info.strip())
-            end = b - 1
-            if end > a and lines[end].strip().startswith(":::") and not lines[end].strip().strip(":"):
-                replace[end] = ("close", "")
+            for end in (b - 1, b):  # the closing ::: line (the plugin's map may stop before it)
+                if (
+                    a < end < len(lines)
+                    and lines[end].strip().startswith(":::")
+                    and not lines[end].strip(": \t")
+                ):
+                    replace[end] = ("close", "")
+                    break
     out = _Out()
     render = _Renderer(ctx, key, stack, tags, out)
     prose: list[str] = []
@@ -402,8 +407,8 @@ class _Renderer:
             return
         word, _, rest = info.partition(" ")
         if "[" in word:  # :::info[Заголовок]
-            word, _, more = word.partition("[")
-            rest = more.rstrip("]") + " " + rest
+            word, _, more = info.partition("[")
+            rest = more.rsplit("]", 1)[0]
         self.flush_label()
         self.open.append(_Open("c:container"))
         title = rest.strip()
