@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from osrag.chunking import ChunkingConfig, Document, chunk_markdown, parse_sections
-from osrag.chunking.checks import markup_left, prose_lines, starts_mid_sentence
+from osrag.chunking.checks import code_lines, markup_left, starts_mid_sentence
 from osrag.chunking.dialects import read_markdown
 from osrag.chunking.markdown import markdown_title
 from osrag.frontmatter import normalise_newlines, split_front_matter
@@ -69,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.raw:
             text = read_markdown(body, variables=variables, include=includes, key=key).text
         title = markdown_title(text) or f.stem
-        code = {ln.strip() for ln in text.split("\n")} - {ln.strip() for ln in prose_lines(text)}
-        if title and any(ln.lstrip("# ").strip() == title for ln in code if ln.startswith("#")):
+        if title and any(ln.strip().lstrip("#").strip() == title for ln in code_lines(text)):
             code_titles += 1
             show("title-from-code", f"{key}: {title!r}")
         doc = Document(key, text, source=key, title=title)

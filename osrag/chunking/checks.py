@@ -36,19 +36,30 @@ _CLOSERS = '»"”’)]*_`'
 _BLOCK_START = re.compile(r"\s*(?:[-*+]\s|\d{1,9}[.)]\s|\||#|>|```|~~~|!\[|\[|<)")
 
 
-def prose_lines(text: str) -> Iterator[str]:
-    """Lines of ``text`` outside fenced code, inline code spans blanked."""
+def _lines(text: str) -> Iterator[tuple[str, bool]]:
+    """(line, inside fenced code) for each line; fence lines count as code."""
     fence = ""
     for line in text.split("\n"):
         m = _FENCE.match(line)
         if fence:
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(" `~"):
                 fence = ""
-            continue
-        if m:
+            yield line, True
+        elif m:
             fence = m.group(1)
-            continue
-        yield _CODE_SPAN.sub(" ", line)
+            yield line, True
+        else:
+            yield line, False
+
+
+def prose_lines(text: str) -> Iterator[str]:
+    """Lines of ``text`` outside fenced code, inline code spans blanked."""
+    return (_CODE_SPAN.sub(" ", line) for line, code in _lines(text) if not code)
+
+
+def code_lines(text: str) -> Iterator[str]:
+    """Lines of ``text`` inside fenced code (fences included)."""
+    return (line for line, code in _lines(text) if code)
 
 
 def markup_left(text: str) -> list[str]:

@@ -533,7 +533,8 @@ class _Renderer:
 # --------------------------------------------------------------------------
 
 
-_ADOC_CELL = re.compile(r"(?:\d+[+*]|[\d.]*[a-z]|[<^>.]+)?\|")
+# A cell and its spec: [colspan][.rowspan](+|*)[align][style]| ("2+|", ".2+|", "a|", "^.^|")
+_ADOC_CELL = re.compile(r"(?:\d*(?:\.\d+)?[+*])?(?:[<^>]?(?:\.[<^>])?)?[adehlmsv]?\|")
 
 
 def _adoc_tables(text: str, fenced: set[int]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from osrag.chunking.frame import _Env, _Frame, _join, _Piece
 from osrag.chunking.markdown import _FOOTREF_RE, _Block, _Parsed
 from osrag.chunking.model import Chunk, Document, Section, TokenCounter
-from osrag.chunking.splitting import _WORD_RE, _sentence_bounds
+from osrag.chunking.splitting import _sentence_bounds
 
 # --------------------------------------------------------------------------
 # Packing, overlap, small-chunk merging
@@ -20,23 +20,14 @@ _Draft = list[_Piece]
 
 
 def _tail(s: str, target: int, count: TokenCounter) -> str:
-    """Longest suffix of ``s`` within ``target`` tokens, starting at a
-    sentence start when that keeps at least half the target, else at a word."""
+    """Longest suffix of ``s`` within ``target`` tokens that starts a sentence; "" when even the
+    last sentence is longer. (A tail cut at a word would start the next chunk mid-sentence.)"""
     if target <= 0:
         return ""
-    word_pos: int | None = None
-    for m in reversed(list(_WORD_RE.finditer(s))[1:]):
-        if count(s[m.start() :]) > target:
-            break
-        word_pos = m.start()
-    if word_pos is None:
-        return ""
     for a, _ in _sentence_bounds(s):
-        if a >= word_pos:
-            if a > 0 and 2 * count(s[a:]) >= target:
-                return s[a:]
-            break
-    return s[word_pos:]
+        if a > 0 and count(s[a:]) <= target:
+            return s[a:]
+    return ""
 
 
 def _with_overlap(env: _Env, frame: _Frame, prev: _Draft, piece: _Piece) -> _Draft:
@@ -53,8 +44,8 @@ def _with_overlap(env: _Env, frame: _Frame, prev: _Draft, piece: _Piece) -> _Dra
         ov = _Piece(tail, prev[-1].end, prev[-1].end, "overlap", prev[-1].block)
         if frame.fits(_join(env.text, [ov, piece])):
             return [ov, piece]
-        words = tail.split(None, 1)
-        tail = words[1] if len(words) > 1 else ""
+        later = [a for a, _ in _sentence_bounds(tail) if a > 0]  # a shorter tail, still a sentence start
+        tail = tail[later[0] :] if later else ""
     return [piece]
 
 
