@@ -468,12 +468,15 @@ def test_cli_ingest_json_summary_and_exit_code(
     assert (summary["documents"], summary["chunks"], summary["skipped"], summary["failed"]) == (2, 5, 0, 0)
     assert summary["tokens"] > 0 and summary["chunks_per_s"] > 0
 
-    (corpus / "broken.md").write_bytes(b"")
+    (corpus / "empty.md").write_bytes(b"")  # a placeholder: skipped with its reason, exit 0
+    (corpus / "broken.md").write_bytes(b"\x00\x01binary")  # a real failure: exit 1
     bad = runner.invoke(cli, ["ingest", str(corpus), "--json"], env=env)
     assert bad.exit_code == 1
     summary = json.loads(bad.stdout)
-    assert (summary["documents"], summary["skipped"], summary["failed"]) == (3, 2, 1)
-    assert summary["failures"] == [{"path": str(corpus / "broken.md"), "reason": "empty file"}]
+    assert (summary["documents"], summary["skipped"], summary["failed"]) == (4, 2, 1)
+    assert summary["skips"] == [{"path": str(corpus / "empty.md"), "reason": "empty file"}]
+    assert [f["path"] for f in summary["failures"]] == [str(corpus / "broken.md")]
+    assert "binary" in summary["failures"][0]["reason"]
 
 
 # ------------------------------------------------------------------ duplicates, failed deletes
