@@ -15,6 +15,8 @@ needs them.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -41,9 +43,29 @@ def aws_credentials() -> Any:
     return creds
 
 
+class _MaskSessionToken(logging.Filter):
+    """botocore logs each canonical request at DEBUG, and a signed request's canonical form holds
+    ``x-amz-security-token:<the session token>``: the token is masked before any handler sees it."""
+
+    _TOKEN = re.compile(r"(x-amz-security-token[:=]\s*)[^\s&]+", re.IGNORECASE)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        masked = self._TOKEN.sub(r"\1***", text)
+        if masked != text:
+            record.msg, record.args = masked, ()
+        return True
+
+
+_MASK = _MaskSessionToken()
+
+
 def _signer(settings: Settings, asynchronous: bool) -> Any:
     """opensearch-py's SigV4 signer for the transport in use (urllib3 for sync, aiohttp for async)."""
     creds = aws_credentials()
+    botocore_auth = logging.getLogger("botocore.auth")
+    if _MASK not in botocore_auth.filters:  # a filter, not a handler: where records go stays the app's
+        botocore_auth.addFilter(_MASK)
     region = settings.effective_aws_region
     if asynchronous:
         from opensearchpy.helpers.asyncsigner import AWSV4SignerAsyncAuth
