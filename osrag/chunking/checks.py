@@ -70,6 +70,19 @@ def markup_left(text: str) -> list[str]:
     return found
 
 
+def _find_context(text: str, head: str, before: int) -> int:
+    """Where repeated context (``head``) sits: its nearest occurrence at a line start, else the
+    nearest one (a lead-in's words may also occur inside an earlier sentence)."""
+    nearest = pos = text.rfind(head, 0, before)
+    for _ in range(50):
+        if pos < 0:
+            break
+        if not text[text.rfind("\n", 0, pos) + 1 : pos].strip():
+            return pos
+        pos = text.rfind(head, 0, pos + len(head) - 1)
+    return nearest
+
+
 def starts_mid_sentence(doc_text: str, chunk: Chunk) -> bool:
     """Whether ``chunk``'s new text starts inside a sentence of ``doc_text``.
 
@@ -82,20 +95,21 @@ def starts_mid_sentence(doc_text: str, chunk: Chunk) -> bool:
     head = body.split("\n", 1)[0][:80]
     pos = chunk.start
     if head and not doc_text.startswith(head, chunk.start):
-        found = doc_text.rfind(head, 0, chunk.start + len(head))
+        found = _find_context(doc_text, head, chunk.start + len(head))
         if found < 0:
             return bool(head[:1].islower())
         pos = found
     before = doc_text[:pos]
-    stripped = before.rstrip(" \t")
-    if not stripped.strip() or stripped.endswith("\n\n") or before.rstrip(" \t\n").endswith("\n\n"):
+    core = before.rstrip()
+    gap = before[len(core) :]
+    if not core or gap.count("\n") >= 2:  # the document's or a paragraph's start
         return False
     if _BLOCK_START.match(doc_text, pos):
         return False
-    tail = before.rstrip()
+    tail = core
     while tail and tail[-1] in _CLOSERS:
         tail = tail[:-1]
     if tail.endswith(tuple(_TERMINATORS)):
         return False
-    prev_line = tail.rsplit("\n", 1)[-1].lstrip()
-    return not ("\n" in before[len(tail) :] and prev_line[:1] in ("|", "#"))  # after a table row, heading
+    prev_line = core.rsplit("\n", 1)[-1].lstrip()
+    return not ("\n" in gap and prev_line[:1] in ("|", "#"))  # after a table row, heading

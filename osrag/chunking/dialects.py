@@ -168,6 +168,9 @@ _MDX_ESM = re.compile(
     r"(?:import\s.+\sfrom\s+['\"].+['\"]|import\s+['\"].+['\"]|export\s+(?:const|default|function)\b.*);?"
 )
 _LIST_START = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
+_DIRECTIVE_LINE = re.compile(
+    r"\{/?(?:note|tabs?|cut|include|includetag|ifdef|ifndef)\b|\{%-?\s*(?:end)?(?:note|cut|list|include)\b"
+)
 _LIBS_KEY = re.compile(r"[a-z][a-z_]*:.*")
 
 
@@ -250,6 +253,8 @@ def _read(text: str, ctx: _Ctx, key: str, stack: tuple[str, ...], tags: frozense
         if not tok.map:
             continue
         a, b = tok.map
+        if tok.type == "code_block" and any(_DIRECTIVE_LINE.match(x.strip()) for x in lines[a:b]):
+            continue  # directives indented too deep under a list item: prose its author indented
         if tok.type in ("fence", "code_block"):
             for k in range(a, min(b, len(lines))):
                 code[k] = True
@@ -544,6 +549,10 @@ def _adoc_tables(text: str, fenced: set[int]) -> str:
     out: list[str] = []
     k = 0
     while k < len(lines):
+        if k not in fenced and lines[k].strip().startswith("[cols=") and k + 1 < len(lines):
+            nxt = next((j for j in range(k + 1, len(lines)) if lines[j].strip()), k)
+            if nxt - 1 > k and lines[nxt].lstrip().startswith("|") and lines[nxt].strip() != "|===":
+                lines[nxt - 1] = "|==="  # the opening line is missing: the blank line before the rows opens
         if k in fenced or lines[k].strip() != "|===":
             out.append(lines[k])
             k += 1
