@@ -67,12 +67,19 @@ def _inline_parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable(["strikethrough"])
 
 
-def block_tokens(text: str, containers: bool = False) -> list[Token]:
-    """Block tokens of ``text``; line numbers in ``Token.map`` count ``\\n`` only.
+def block_tokens(text: str, containers: bool = False) -> tuple[Token, ...]:
+    """Block tokens of ``text`` (not to be modified: the last few parses are shared); line
+    numbers in ``Token.map`` count ``\\n`` only.
 
     A lone ``\\r`` (a line break to markdown-it, not to the chunker's line table) becomes a
     space first, so both agree on line numbers."""
-    return _parser(containers).parse(text.replace("\r", " ") if "\r" in text else text)
+    return _cached_tokens(text, containers)
+
+
+@lru_cache(maxsize=4)
+def _cached_tokens(text: str, containers: bool) -> tuple[Token, ...]:
+    """The title and the chunker parse the same text right after each other: parse it once."""
+    return tuple(_parser(containers).parse(text.replace("\r", " ") if "\r" in text else text))
 
 
 def inline_text(source: str) -> str:
