@@ -686,7 +686,10 @@ def _balanced(s: str, p: int, close: str) -> int:
 def _loose_link(s: str, p: int, name: str) -> tuple[int, _Dir] | None:
     """A link directive with its brackets out of order (``{linkto(#x[text=Слова]})``): its text."""
     end = s.find("}", p)
-    if name != "linkto" or end < 0 or "text=" not in s[p:end]:
+    if name == "linkto" and (end < 0 or "text=" not in s[p:end]):  # never closed: the target goes
+        close = s.find(")", p)
+        return (close + 1, _Dir("single", f"b:{name}")) if close > 0 else None
+    if name != "linkto":
         return None
     text = s[s.index("text=", p) + 5 : end].split("]", 1)[0]
     return end + 1 + s.startswith(")", end + 1), _Dir("single", f"b:{name}", text.strip())
