@@ -423,6 +423,7 @@ def read_document(
         or (markdown_title(body) if fmt == "markdown" else first_heading(body))
         or path.stem
     )
+    title = _capped(title)
     metadata: dict[str, Any] = {k: meta[k] for k in _DOC_FIELDS if k in meta}
     metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
     metadata["format"] = fmt
@@ -441,6 +442,12 @@ def read_document(
         notes=notes,
         variables=variables,
     )
+
+
+def _capped(heading: str) -> str:
+    """A title or heading within ``MAX_HEADING_CHARS`` (a 100K-character heading would be one
+    immense term in the whole-identifier subfield and fail its batch)."""
+    return heading if len(heading) <= MAX_HEADING_CHARS else heading[: MAX_HEADING_CHARS - 1] + "…"
 
 
 def page_url(base_url: str, page: str) -> str:
@@ -605,18 +612,19 @@ def guard_chunks(
     """The chunker's output within hard limits, whatever the input: a chunk longer than
     ``max_chars`` (a 2.5-million-character word stays whole in every splitter) is cut into
     pieces of at most ``max_chars``, at the last space where there is one; headings longer
-    than ``MAX_HEADING_CHARS`` are shortened in the heading path (a keyword field).
+    than ``MAX_HEADING_CHARS`` are shortened in the heading path and the anchor (keyword fields).
     Ordinals are renumbered so chunk ids stay dense and ordered."""
     out: list[Chunk] = []
     changed = False
     for c in chunks:
-        path = tuple(
-            h if len(h) <= MAX_HEADING_CHARS else h[: MAX_HEADING_CHARS - 1] + "…" for h in c.heading_path
-        )
+        path = tuple(_capped(h) for h in c.heading_path)
         if path != c.heading_path:
             prefix = c.text[: len(c.text) - len(c.body)] if c.body and c.text.endswith(c.body) else ""
             new_prefix = " > ".join(path) + "\n\n" if prefix else ""
             c = dataclasses.replace(c, heading_path=path, text=new_prefix + c.text[len(prefix) :])
+            changed = True
+        if len(c.anchor) > MAX_HEADING_CHARS:  # the slug of a giant heading: a keyword, too
+            c = dataclasses.replace(c, anchor=c.anchor[:MAX_HEADING_CHARS])
             changed = True
         if len(c.text) <= max_chars:
             out.append(c)

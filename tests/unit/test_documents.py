@@ -246,6 +246,7 @@ def test_a_giant_heading_is_shortened_in_the_heading_path() -> None:
     doc = Document(doc_id="d", text=f"# {heading}\n\nТекст раздела.\n")
     chunks = guard_chunks(chunk_document(doc, "markdown", ChunkingConfig()), 7000, simple_token_count)
     assert chunks and all(len(h) <= MAX_HEADING_CHARS for c in chunks for h in c.heading_path)
+    assert all(len(c.anchor) <= MAX_HEADING_CHARS for c in chunks)  # the heading's slug too
     assert all(len(c.text) <= 7000 for c in chunks)
 
 
