@@ -82,12 +82,13 @@ class Section(BaseModel):
     passages: list[Passage]
 
 
-def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """An osrag error becomes the tool's one-line error for the model; anything else is the SDK's crash."""
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """An osrag error becomes the tool's one-line error for the model (the SDK names the tool); anything
+    else is the SDK's crash: logged with its traceback, only "Error executing tool ..." for the model."""
     try:
         return fn(*args, **kwargs)
     except OsragError as exc:
-        raise ToolError(f"{what}: {exc}") from exc
+        raise ToolError(str(exc)) from exc
 
 
 def _section_text(section_id: str, parts: list[Passage]) -> str:
@@ -116,9 +117,7 @@ def build_server(client: SearchClient, principal: Principal, *, max_budget_token
         filters: Filters | None = None,
     ) -> Annotated[CallToolResult, Envelope]:
         flt = filters.model_dump(exclude_none=True) if filters else None
-        env = _call(
-            "search", client.search, question, principal=who, budget_tokens=budget_tokens, filters=flt
-        )
+        env = _call(client.search, question, principal=who, budget_tokens=budget_tokens, filters=flt)
         text = TextContent(type="text", text=render_text(env))
         return CallToolResult(content=[text], structured_content=env.model_dump(mode="json"))
 
@@ -128,7 +127,7 @@ def build_server(client: SearchClient, principal: Principal, *, max_budget_token
         filters: Filters | None = None,
     ) -> Annotated[CallToolResult, Section]:
         flt = filters.model_dump(exclude_none=True) if filters else None
-        parts = _call("section", client.section, section_id, principal=who, filters=flt)
+        parts = _call(client.section, section_id, principal=who, filters=flt)
         got = Section(section_id=section_id, passages=parts)
         text = TextContent(type="text", text=_section_text(section_id, parts))
         return CallToolResult(content=[text], structured_content=got.model_dump(mode="json"))
