@@ -299,12 +299,16 @@ class DevNode(_Base):
             extra.update(ca_certs=str(self.ca_file), user=ADMIN_USER, password_file=str(self.password_file))
             if self.password_file.exists():
                 auth = (ADMIN_USER, self._password())
-        code, info = proc.http_get(f"{self.url}/", cafile=cafile, auth=auth)
+        # TLS and a bcrypt check per request: seconds on a loaded 2-core box, not the plain node's 2 s.
+        wait = 10.0 if self.security else 2.0
+        code, info = proc.http_get(f"{self.url}/", cafile=cafile, auth=auth, timeout=wait)
         if not isinstance(info, dict):
             detail = "not answering" if code is None else f"HTTP {code} on GET /"
             return NodeStatus(self.url, False, pid is not None, pid, detail=detail, **extra)
-        _, health = proc.http_get(f"{self.url}/_cluster/health", cafile=cafile, auth=auth)
-        _, plugins = proc.http_get(f"{self.url}/_cat/plugins?format=json", cafile=cafile, auth=auth)
+        _, health = proc.http_get(f"{self.url}/_cluster/health", cafile=cafile, auth=auth, timeout=wait)
+        _, plugins = proc.http_get(
+            f"{self.url}/_cat/plugins?format=json", cafile=cafile, auth=auth, timeout=wait
+        )
         names = tuple(sorted({p.get("component", "") for p in plugins or []}))
         return NodeStatus(
             url=self.url,
