@@ -75,6 +75,15 @@ class Filters(BaseModel):
     updated_after: str | None = Field(None, description="ISO date, e.g. 2026-01-31")
     updated_before: str | None = Field(None, description="ISO date, e.g. 2026-12-31")
     include_archived: bool | None = Field(None, description="Включая архив / include archived documents")
+    meta: dict[str, str | list[str]] | None = Field(
+        None, description="Другие ключи front matter / other front-matter keys, e.g. {'tags': 'intro'}"
+    )
+
+    def to_query(self) -> dict[str, Any]:
+        """The filters ``SearchClient`` takes (``meta`` -> ``meta.KEY``); it validates the values."""
+        out: dict[str, Any] = self.model_dump(exclude_none=True, exclude={"meta"})
+        out.update({f"meta.{k}": v for k, v in (self.meta or {}).items()})
+        return out
 
 
 class Section(BaseModel):
@@ -116,7 +125,7 @@ def build_server(client: SearchClient, principal: Principal, *, max_budget_token
         ] = None,
         filters: Filters | None = None,
     ) -> Annotated[CallToolResult, Envelope]:
-        flt = filters.model_dump(exclude_none=True) if filters else None
+        flt = filters.to_query() if filters else None
         env = _call(client.search, question, principal=who, budget_tokens=budget_tokens, filters=flt)
         text = TextContent(type="text", text=render_text(env))
         return CallToolResult(content=[text], structured_content=env.model_dump(mode="json"))
@@ -126,7 +135,7 @@ def build_server(client: SearchClient, principal: Principal, *, max_budget_token
         section_id: Annotated[str, Field(description="section_id / parent_section_id", min_length=1)],
         filters: Filters | None = None,
     ) -> Annotated[CallToolResult, Section]:
-        flt = filters.model_dump(exclude_none=True) if filters else None
+        flt = filters.to_query() if filters else None
         parts = _call(client.section, section_id, principal=who, filters=flt)
         got = Section(section_id=section_id, passages=parts)
         text = TextContent(type="text", text=_section_text(section_id, parts))

@@ -148,7 +148,9 @@ def test_mcp_filters_are_the_query_filters() -> None:
     pytest.importorskip("mcp")
     from osrag.service.mcp import Filters
 
-    assert set(Filters.model_fields) == set(FILTER_KEYS)
+    assert set(Filters.model_fields) == {*FILTER_KEYS, "meta"}
+    got = Filters(category="faq", meta={"tags": ["intro"], "lang": "ru"}).to_query()
+    assert got == {"category": "faq", "meta.tags": ["intro"], "meta.lang": "ru"}
 
 
 def test_mcp_server_needs_a_principal() -> None:
