@@ -26,7 +26,12 @@ The chunk indices are named by a regular expression (``osrag.names.index_regex``
 (``docs-light-…`` for ``docs``), which this alias's roles must not reach.
 
 Mapping users or backend roles to these roles is the cluster admin's job;
-``--map-user ROLE=USER`` adds one user to one of them (tests, demos).
+``--map-user ROLE=USER`` adds one principal to one of them: a user name (basic auth), a
+client certificate's DN (``OSRAG_AUTH=cert``), a token's subject (``OSRAG_AUTH=header`` with a
+JWT domain) or ``backend:NAME`` for a backend role. SigV4 principals (IAM) are not mapped here:
+on an OpenSearch Service domain with fine-grained access control an IAM role ARN is mapped as a
+backend role (``backend:arn:aws:iam::…:role/…``); Serverless has no roles at all, only data
+access policies (README, "Authentication").
 """
 
 from __future__ import annotations
@@ -218,7 +223,9 @@ def parse_groups(text: str | None) -> list[str]:
 
 def parse_mapping(text: str, alias: str, known: Iterable[str]) -> tuple[str, str]:
     """``ROLE=USER`` -> (role name, user). ROLE is a kind (reader, writer, admin), ``dls:GROUP``,
-    or a full role name, and must be one of the roles this install creates."""
+    or a full role name, and must be one of the roles this install creates. USER is split at
+    the first ``=``, so a certificate DN (``reader=CN=app,O=org``) is taken whole; ``backend:NAME``
+    maps a backend role (a JWT roles claim, an LDAP group)."""
     role, sep, user = text.partition("=")
     role, user = role.strip(), user.strip()
     if not sep or not role or not user:
@@ -304,16 +311,34 @@ def put_role(cluster: Cluster, name: str, body: dict[str, Any]) -> str:
     return "created" if (got or {}).get("status") == "CREATED" else "updated"
 
 
+#: ``--map-user ROLE=backend:NAME`` maps a backend role instead of a user name.
+BACKEND_PREFIX = "backend:"
+
+
+def mapping_body(current: dict[str, Any], principal: str) -> dict[str, Any]:
+    """The role mapping with ``principal`` added, keeping what it had.
+
+    Who a principal is depends on how the client authenticates (README, "Authentication"):
+    basic -- the user name; cert -- the certificate's DN as the ``clientcert`` authenticator
+    reports it (``CN=app,O=org``; or one of its attributes when the domain sets
+    ``username_attribute``); header (JWT) -- the claim the ``jwt`` domain's ``subject_key``
+    names, or, with ``backend:NAME``, a backend role from its ``roles_key`` claim (also how
+    LDAP groups and SAML roles are mapped)."""
+    users = list(current.get("users", []))
+    backend = list(current.get("backend_roles", []))
+    if principal.startswith(BACKEND_PREFIX):
+        backend = sorted({*backend, principal.removeprefix(BACKEND_PREFIX)})
+    else:
+        users = sorted({*users, principal})
+    return {"users": users, "backend_roles": backend, "hosts": list(current.get("hosts", []))}
+
+
 def map_user(cluster: Cluster, role: str, user: str) -> None:
-    """Add ``user`` to the mapping of ``role``, keeping the users and backend roles it had."""
+    """Add ``user`` (a user name, a certificate DN, or ``backend:NAME``) to the mapping of ``role``,
+    keeping the users and backend roles it had."""
     path = f"{API}/rolesmapping/{quote(role, safe='')}"
     got = security_request(cluster, "GET", path, f"mapping of role {role}", ok_404=True) or {}
-    current = got.get(role) or {}
-    body = {
-        "users": sorted({*current.get("users", []), user}),
-        "backend_roles": list(current.get("backend_roles", [])),
-        "hosts": list(current.get("hosts", [])),
-    }
+    body = mapping_body(got.get(role) or {}, user)
     security_request(cluster, "PUT", path, f"mapping of role {role}", body)
 
 
@@ -359,6 +384,7 @@ __all__ = [
     "groups_in_index",
     "install_roles",
     "map_user",
+    "mapping_body",
     "parse_groups",
     "parse_mapping",
     "put_role",

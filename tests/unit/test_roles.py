@@ -157,3 +157,26 @@ def test_cli_role_options_need_roles() -> None:
     assert res.exit_code == 2 and "does not take --roles" in res.output
     res = CliRunner().invoke(cli, ["install", "--roles", "--dls-groups", "groupA,,x"])
     assert isinstance(res.exception, InputError) and "empty group name" in str(res.exception)
+
+
+def test_a_mapping_takes_a_dn_whole_and_backend_roles_apart() -> None:
+    from osrag.roles import mapping_body, parse_mapping, role_names
+
+    roles = role_names("kb").values()
+    assert parse_mapping("reader=CN=osrag-app,O=osrag dev", "kb", roles) == (
+        "kb-reader",
+        "CN=osrag-app,O=osrag dev",
+    )
+    current = {"users": ["alice"], "backend_roles": ["ops"], "hosts": []}
+    assert mapping_body(current, "CN=app,O=org") == {
+        "users": ["CN=app,O=org", "alice"],
+        "backend_roles": ["ops"],
+        "hosts": [],
+    }
+    arn = "arn:aws:iam::123456789012:role/osrag-reader"
+    assert mapping_body(current, f"backend:{arn}") == {
+        "users": ["alice"],
+        "backend_roles": [arn, "ops"],
+        "hosts": [],
+    }
+    assert mapping_body({}, "backend:readers")["backend_roles"] == ["readers"]
