@@ -56,11 +56,16 @@ def idf(doc_freq: int, doc_count: int) -> float:
 
 @dataclass(frozen=True)
 class Analysis:
-    """The question's terms with their IDF weights, and each candidate text's set of terms."""
+    """The question's terms with their IDF weights, and each candidate text's set of terms.
+
+    ``required_codes``: the question's codes an answer must hold (``required_codes``); None when
+    the index was not asked (then every Latin code is, as before the index was asked).
+    """
 
     weights: Mapping[str, float]
     texts: tuple[frozenset[str], ...]
     doc_count: int = 0
+    required_codes: tuple[str, ...] | None = None
 
 
 #: Prefix of the probes' query names (``matched_queries`` also lists other named queries).
@@ -346,6 +351,85 @@ def latin_codes(question: str) -> list[str]:
     """The question's codes with a Latin letter (TEA-MATCHA-30, v2.3.1): those never decline, so a
     chunk about one holds it verbatim (a Cyrillic "2-ярдовый" is a word form, not a code)."""
     return [c for c in identifier_terms(question) if _LATIN.search(c)]
+
+
+# ------------------------------------------------------------------ codes the index vouches for
+#: The aggregation that carries each Latin code's document frequency in the whole-identifier
+#: subfield and the size of its family there.
+CODE_AGG = "osrag_codes"
+CODE_FIELD = "text.ident"
+#: A code held by at most this share of the index's chunks is rare: a chunk about it holds it.
+RARE_CODE_SHARE = 0.005
+_FAMILY_HEAD = re.compile(r"^[a-z]{2,}")
+
+
+def code_family(code: str) -> str | None:
+    """The Lucene regexp of a code's siblings in ``text.ident``: the same leading letters followed
+    by a separator or a digit (TEA15 -> tea10, tea-green-sencha-100; LAMP-FLOOR-ARC -> lamp-light).
+    None for a code with fewer than two leading Latin letters (p.s, 2000px, v2): no family to know."""
+    m = _FAMILY_HEAD.match(code)
+    return f"{m.group(0)}[-_.0-9].*" if m else None
+
+
+def code_aggs(codes: Sequence[str]) -> dict[str, Any]:
+    """Per code: its document frequency in ``text.ident`` and how many chunks hold its family."""
+    fam = [code_family(c) for c in codes]
+    return {
+        CODE_AGG: {
+            "global": {},
+            "aggs": {
+                "df": {"filters": {"filters": [{"term": {CODE_FIELD: c}} for c in codes]}},
+                "family": {
+                    "filters": {
+                        "filters": [
+                            {"regexp": {CODE_FIELD: {"value": f}}} if f else {"match_none": {}} for f in fam
+                        ]
+                    }
+                },
+            },
+        }
+    }
+
+
+@dataclass(frozen=True)
+class CodeEvidence:
+    """What the index says about the question's Latin codes: document frequency, family size."""
+
+    df: Mapping[str, int]
+    family: Mapping[str, int]
+    doc_count: int
+
+
+def parse_code_evidence(resp: Mapping[str, Any], codes: Sequence[str]) -> CodeEvidence:
+    """The ``CodeEvidence`` of a search made with ``code_aggs(codes)``."""
+    agg = (resp.get("aggregations") or {}).get(CODE_AGG)
+    if agg is None:
+        raise ValueError(f"the search response lacks the {CODE_AGG} aggregation")
+    df = list(((agg.get("df") or {}).get("buckets")) or [])
+    fam = list(((agg.get("family") or {}).get("buckets")) or [])
+    if len(df) != len(codes) or len(fam) != len(codes):
+        raise ValueError(f"code evidence for {len(codes)} codes was asked, {len(df)}/{len(fam)} came back")
+    return CodeEvidence(
+        {c: int(b.get("doc_count") or 0) for c, b in zip(codes, df)},
+        {c: int(b.get("doc_count") or 0) for c, b in zip(codes, fam)},
+        int(agg.get("doc_count") or 0),
+    )
+
+
+def required_codes(ev: CodeEvidence, rare_share: float = RARE_CODE_SHARE) -> tuple[str, ...]:
+    """The codes an answer must hold, by what the index says of them, not by their punctuation.
+
+    * a code the index never saw whole, while it holds its family (TEA-MATCHA-30 in a catalogue of
+      TEA-... articles): the question asks for a thing the index does not have;
+    * a rare code the index holds (at most ``rare_share`` of its chunks): a chunk about it holds
+      it, and the lexical head asks for it whole, so candidates without it are about other things.
+
+    A word the index has never seen and has no family for (a URL piece, ``2000px``, ``p.s``), or a
+    common one (``console.log`` throughout a JavaScript tutorial), is evidence like any other term
+    and never decides «nothing relevant» alone.
+    """
+    limit = max(1.0, rare_share * ev.doc_count)
+    return tuple(c for c, df in ev.df.items() if (df == 0 and ev.family.get(c, 0) > 0) or (0 < df <= limit))
 
 
 def relevant_ids(hits: Sequence[Hit], gate: Gate, codes: Sequence[str] = ()) -> set[str]:

@@ -70,6 +70,7 @@ def rank_and_select(
     filters: Mapping[str, Any] | None = None,
     notes: Sequence[str] = (),
     timings: Mapping[str, float] | None = None,
+    required_codes: Sequence[str] | None = None,
 ) -> Envelope:
     """The minimal material sufficient to answer ``question`` within ``budget``, or say so.
 
@@ -95,7 +96,9 @@ def rank_and_select(
             return stored
         return int(count_tokens(src.get("text", "")))
 
-    codes = latin_codes(question)
+    # The codes an answer must hold: those the index vouches for (gate.required_codes), or, when
+    # the index was not asked, every Latin code of the question.
+    codes = list(required_codes) if required_codes is not None else latin_codes(question)
     keep = relevant_ids(ordered, gate, codes)
     # The question names a code and no candidate holds it: say so (gate.relevant_ids' first rule).
     missing = codes if not any(h.ident_match for h in ordered) else []

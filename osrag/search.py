@@ -13,6 +13,7 @@ never blocked. The two differ only in how they talk to OpenSearch.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import operator
@@ -236,6 +237,7 @@ class QuerySteps:
                 raise
             # Only the terms whose document frequency this client does not hold are counted.
             asked = [t for t in terms if t not in known] if doc_count is not None else terms
+            codes = gate.latin_codes(question) if evidence else []
             body = candidates_body(
                 mode,
                 lexical,
@@ -244,7 +246,12 @@ class QuerySteps:
                 flt,
                 self.s.hnsw_ef_search,
                 probes=probes,
-                aggs=gate.evidence_aggs(asked) if asked else None,
+                # The question's Latin codes: what the index says of them (gate.required_codes).
+                aggs={
+                    **(gate.evidence_aggs(asked) if asked else {}),
+                    **(gate.code_aggs(codes) if codes else {}),
+                }
+                or None,
                 vectors=self._vectors,
             )
             if server_collapse:
@@ -294,6 +301,9 @@ class QuerySteps:
                 self._doc_freqs.put(index, generation, got)
                 freqs = gate.Freqs({**known, **got.df}, got.doc_count)
             analysis = gate.analysis_of(terms, freqs, hits)
+            if codes:
+                required = gate.required_codes(gate.parse_code_evidence(resp, codes))
+                analysis = dataclasses.replace(analysis, required_codes=required)
         return Retrieval(hits, index, meta, timings, vector=vector, notes=notes, analysis=analysis)
 
     def _question_terms(self, index: str, meta: Mapping[str, Any], lexical: str) -> Steps[list[str]]:
@@ -457,6 +467,7 @@ class QuerySteps:
                 policy=selection,
                 filters=filters,
                 notes=notes,
+                required_codes=ret.analysis.required_codes if ret.analysis is not None else None,
             )
             env.tokenizer = counter.info(stored_counts=reuse)
             return env

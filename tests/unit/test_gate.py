@@ -230,3 +230,92 @@ def test_analysis_of_weighs_with_held_and_fresh_frequencies_alike() -> None:
     assert held == whole
     with pytest.raises(ValueError, match="no document frequency for tea15"):
         gate.analysis_of(["гарант", "tea15"], gate.Freqs({"гарант": 2}, 100), hits)
+
+
+# ------------------------------------------------------------------ codes the index vouches for
+def test_a_codes_family_is_its_leading_letters_then_a_separator_or_digit() -> None:
+    import re
+
+    fam = gate.code_family("tea-matcha-30")
+    assert fam == "tea[-_.0-9].*"
+    # The same syntax in Python's re, for what it matches in the ident field:
+    assert all(re.fullmatch(fam, t) for t in ("tea15", "tea-green-sencha-100", "tea_x"))
+    assert not any(re.fullmatch(fam, t) for t in ("tea", "teapot-glass-600", "steam-1"))
+    assert gate.code_family("lamp-floor-arc") == "lamp[-_.0-9].*"
+    assert [gate.code_family(c) for c in ("p.s", "2000px", "v2.3.1")] == [None, None, None]
+
+
+def code_response(doc_count: int, dfs: list[int], families: list[int]) -> dict[str, Any]:
+    return {
+        "aggregations": {
+            gate.CODE_AGG: {
+                "doc_count": doc_count,
+                "df": {"buckets": [{"doc_count": n} for n in dfs]},
+                "family": {"buckets": [{"doc_count": n} for n in families]},
+            }
+        }
+    }
+
+
+def test_code_aggs_ask_the_ident_field_for_each_code_and_its_family() -> None:
+    body = gate.code_aggs(["tea-matcha-30", "p.s"])[gate.CODE_AGG]
+    assert body["global"] == {}
+    assert body["aggs"]["df"]["filters"]["filters"] == [
+        {"term": {"text.ident": "tea-matcha-30"}},
+        {"term": {"text.ident": "p.s"}},
+    ]
+    assert body["aggs"]["family"]["filters"]["filters"] == [
+        {"regexp": {"text.ident": {"value": "tea[-_.0-9].*"}}},
+        {"match_none": {}},  # no family to know: it stays in order, never matches
+    ]
+    ev = gate.parse_code_evidence(code_response(1000, [0, 3], [12, 0]), ["tea-matcha-30", "p.s"])
+    assert ev == gate.CodeEvidence({"tea-matcha-30": 0, "p.s": 3}, {"tea-matcha-30": 12, "p.s": 0}, 1000)
+    with pytest.raises(ValueError, match="2 codes was asked, 1/2 came back"):
+        gate.parse_code_evidence(code_response(10, [0], [1, 1]), ["a1", "b2"])
+    with pytest.raises(ValueError, match="lacks"):
+        gate.parse_code_evidence({}, ["a1"])
+
+
+@pytest.mark.parametrize(
+    ("df", "family", "doc_count", "required"),
+    [
+        (0, 12, 1000, True),  # TEA-MATCHA-30 in a catalogue of TEA-... articles: the index has no such thing
+        (0, 0, 1000, False),  # a word the index never saw and no siblings (a URL piece, 2000px)
+        (3, 12, 1000, True),  # a rare code the index holds: a chunk about it holds it
+        (5, 5, 1000, True),  # exactly at the rare limit (0.5 %)
+        (6, 6, 1000, False),  # console.log throughout a tutorial: common, evidence like any term
+        (1, 1, 10, True),  # a tiny index: at least one chunk is always "rare"
+    ],
+)
+def test_required_codes_follow_what_the_index_says_not_punctuation(
+    df: int, family: int, doc_count: int, required: bool
+) -> None:
+    ev = gate.CodeEvidence({"x-1": df}, {"x-1": family}, doc_count)
+    assert gate.required_codes(ev) == (("x-1",) if required else ())
+
+
+def test_ranking_refuses_only_for_required_codes() -> None:
+    from osrag import ranking
+    from osrag.envelope import Freshness
+    from osrag.settings import Settings
+
+    def hits() -> list[Hit]:
+        out = _annotated((0.9, 0.8, False), (0.5, 0.7, False))
+        for h in out:
+            h.source = {
+                "doc_id": h.chunk_id,
+                "text": "Файл index.html открывают в браузере.",
+                "token_count": 8,
+            }
+        return out
+
+    s = Settings(_env_file=None)
+    kw = dict(budget=100, settings=s, fresh=Freshness(index="i", alias="a"), count_tokens=len)
+    question = "как открыть index.html в браузере"
+    # Not asked (an index without the evidence): every Latin code is required, as before.
+    assert ranking.rank_and_select(question, hits(), **kw).status == "nothing_relevant"
+    # The index says index.html is common or unknown without family: evidence only.
+    env = ranking.rank_and_select(question, hits(), **kw, required_codes=())
+    assert env.status != "nothing_relevant" and env.passages
+    env = ranking.rank_and_select(question, hits(), **kw, required_codes=("index.html",))
+    assert env.status == "nothing_relevant"
