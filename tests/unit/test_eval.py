@@ -275,3 +275,68 @@ def test_outputs_are_strict_json_report_and_one_plot_per_set(tmp_path: Path) -> 
     assert saved["sets"][0]["nothing_found"][runs.SELECTION]["150"]["no_answer"] is None
     assert (tmp_path / "recall_vs_budget_tiny-set.png").read_bytes()[:4] == b"\x89PNG"
     assert report.markdown_report(saved) == (tmp_path / "REPORT.md").read_text()  # re-renders the same
+
+
+# ------------------------------------------------------------------ a documentation tree
+def _tree(root: Path, qrels: str, queries: list[dict[str, object]], split: str = "test") -> Path:
+    for rel, text in {
+        "computing/about/about.md": "# О сервисе\n\nВиртуальные машины.\n",
+        "networks/vpn/vpn.md": "# VPN\n\nНастройка VPN-шлюза.\n",
+        "_includes/_note.md": "Примечание.\n",
+    }.items():
+        f = root / "corpus" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text, encoding="utf-8")
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
+    name = "queries.jsonl" if split == "test" else f"queries-{split}.jsonl"
+    (root / name).write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in queries), encoding="utf-8")
+    return root
+
+
+def test_a_docs_tree_is_judged_per_file_by_the_readers_doc_ids(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path / "docs-dev",
+        "a1\tnetworks/vpn/vpn.md\t1\na2\tcomputing/about/about.md\t1\n",
+        [
+            {"_id": "a1", "text": "настроить шлюз VPN", "title_overlap": 1.0},
+            {"_id": "a2", "text": "что такое виртуальная машина", "title_overlap": 0.0},
+        ],
+    )
+    t = ds.load_dataset(root)
+    assert isinstance(t, ds.TreeSet) and t.name == "docs-dev" and t.tolerates_failed_files
+    assert t.pages["corpus/networks/vpn/vpn"] == "networks/vpn/vpn.md"
+    q1 = t.queries[0]
+    assert q1.relevant == {"networks/vpn/vpn.md": 1} and q1.buckets == {"title_overlap": ">= 0.8"}
+    assert t.queries[1].buckets == {"title_overlap": "< 0.8"}
+    # Two chunks of one file are one key; an unknown doc id stays itself (never relevant).
+    src = {"doc_id": "corpus/networks/vpn/vpn", "chunk_id": "corpus/networks/vpn/vpn:3"}
+    assert t.key(q1, src) == "networks/vpn/vpn.md" == t.key(q1, {**src, "chunk_id": "x:1"})
+    assert t.key(q1, {"doc_id": "elsewhere/page"}) == "elsewhere/page"
+
+
+def test_a_docs_tree_split_reads_its_own_queries_and_refuses_unknown_files(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "d", "c1\tnetworks/vpn/vpn.md\t1\n", [{"_id": "c1", "text": "шлюз"}], "context")
+    t = ds.load_dataset(root, "context")
+    assert t.name == "d-context" and [q.qid for q in t.queries] == ["c1"]
+    _tree(tmp_path / "bad", "a1\tnetworks/gone.md\t1\n", [{"_id": "a1", "text": "шлюз"}])
+    with pytest.raises(ConfigError, match="judges 'networks/gone.md', not a file under"):
+        ds.load_dataset(tmp_path / "bad")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="neither corpus.jsonl nor a corpus/ folder"):
+        ds.load_dataset(tmp_path / "empty")
+
+
+def test_stdlib_snowball_bm25_stems_folds_yo_and_ranks_by_lucene_bm25() -> None:
+    from osrag.evaluation.lexical import SnowballBM25
+
+    docs = [
+        {"chunk_id": "a", "text": "Настройка VPN-шлюза для сети"},
+        {"chunk_id": "b", "text": "Ёлка и ёжик. Ёлки зелёные"},
+        {"chunk_id": "c", "text": "Сеть, сети, сетей: настройки сети"},
+    ]
+    bm = SnowballBM25(docs)
+    assert bm.terms("Ёлки VPN-шлюза") == ["елк", "vpn", "шлюз"]
+    assert [d["chunk_id"] for d in bm.search("елка", 5)] == ["b"]
+    assert [d["chunk_id"] for d in bm.search("настроить сеть", 5)] == ["c", "a"]  # tf of сеть is higher in c
+    assert bm.search("кот", 5) == [] and bm.search("сеть", 1)[0]["chunk_id"] == "c"
