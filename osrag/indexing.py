@@ -42,6 +42,7 @@ from osrag.documents import (
 )
 from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import ConfigError, DocumentError, DocumentSkipped, IndexStateError, WritesRefused
+from osrag.lifecycle import guarded_remove
 from osrag.locking import (
     WriteLock,
     describe,
@@ -691,7 +692,7 @@ class _Sync:
         if not doomed:
             return []
         keys = sorted(k for ks in doomed.values() for k in ks)
-        left = self.ing.store.remove(index, keys)
+        left = guarded_remove(self.ing.cluster, self.ing.store, index, keys, "osrag ingest --prune")
         if left:
             log.warning("prune: %d version(s) kept hidden, their chunks could not be deleted", len(left))
         return sorted(doomed)

@@ -340,6 +340,7 @@ class WriteLock:
         self._beat: threading.Thread | None = None
         #: Set when a renewal found another writer holding the alias (the next flip refuses too).
         self.lost = False
+        self._abandoned = False
 
     # -- the fence other updates of the hidden document carry
     def fence_params(self) -> dict[str, Any]:
@@ -435,11 +436,20 @@ class WriteLock:
         )
         return got.get("result") != "noop"
 
-    def release(self) -> None:
+    def abandon(self) -> None:
+        """Stop renewing without touching the cluster (the state index is about to be deleted:
+        an update would auto-create it again)."""
         self._stop.set()
         if self._beat is not None:
             self._beat.join(timeout=10)
             self._beat = None
+        self._abandoned = True
+
+    def release(self) -> None:
+        if self._abandoned:
+            return
+        self.abandon()
+        self._abandoned = False
         try:
             self.cluster.call(
                 "release the write lock",

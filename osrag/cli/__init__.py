@@ -50,6 +50,8 @@ for _command in (
     admin.rollback,
     admin.cleanup,
     admin.status,
+    admin.drop,
+    admin.delete,
     ingest.ingest,
     read.analyze,
     read.search,

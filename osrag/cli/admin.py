@@ -222,3 +222,76 @@ def status(as_json: bool) -> None:
     click.echo("drift: " + ("none" if not st["drift"] else ""))
     for d in st["drift"]:
         click.echo(f"  {d}")
+
+
+@click.command()
+@click.argument("alias", required=False)
+@click.option("--yes", is_flag=True, help="Really remove; without it, only say what would be removed.")
+@click.option("--json", "as_json", is_flag=True)
+def drop(alias: str | None, yes: bool, as_json: bool) -> None:
+    """Remove ALIAS (default OSRAG_ALIAS) and what only it uses: its indices, state, templates, pipelines."""
+    from dataclasses import asdict
+
+    from osrag.lifecycle import drop as run_drop
+    from osrag.lifecycle import plan_drop
+
+    s = load_settings()
+    plan = plan_drop(s, alias)
+    if plan.empty:
+        if as_json:
+            echo_json({**asdict(plan), "removed": False})
+        else:
+            click.echo(f"alias {plan.alias}: nothing to remove")
+        return
+    if not yes:
+        if as_json:
+            echo_json({**asdict(plan), "removed": False})
+        else:
+            click.echo(f"osrag drop {plan.alias} would remove:", err=True)
+            for line in plan.lines():
+                click.echo(f"  {line}", err=True)
+            for line in plan.kept:
+                click.echo(f"  kept: {line}", err=True)
+            click.echo("refused: nothing removed; run again with --yes to remove the above", err=True)
+        sys.exit(1)
+    run_drop(s, plan)
+    if as_json:
+        echo_json({**asdict(plan), "removed": True})
+        return
+    for line in plan.lines():
+        click.echo(f"removed {line}")
+    for line in plan.kept:
+        click.echo(f"kept {line}")
+
+
+@click.command()
+@click.option("--doc", "doc_ids", multiple=True, metavar="ID", help="A document id (repeatable).")
+@click.option("--collection", default=None, metavar="NAME", help="Every document of this collection.")
+@click.option("--json", "as_json", is_flag=True)
+def delete(doc_ids: tuple[str, ...], collection: str | None, as_json: bool) -> None:
+    """Remove documents from the alias atomically: each is seen whole until it is gone."""
+    from dataclasses import asdict
+
+    from osrag.lifecycle import delete_documents
+
+    if bool(doc_ids) == bool(collection):
+        raise click.UsageError("give --doc ID (repeatable) or --collection NAME")
+    s = load_settings()
+    report = delete_documents(s, list(doc_ids) or None, collection)
+    if as_json:
+        echo_json(asdict(report))
+    else:
+        click.echo(
+            f"alias {report.alias}: removed {len(report.documents)} document(s) "
+            f"({report.versions} version(s)) from {report.index}"
+            + (
+                f"; {report.kept_hidden} version(s) kept hidden (chunks not deleted)"
+                if report.kept_hidden
+                else ""
+            )
+        )
+    missing = sorted(set(doc_ids) - set(report.documents))
+    if missing or (collection and not report.documents):
+        what = f"collection {collection}" if collection else ", ".join(missing)
+        click.echo(f"not found in alias {report.alias}: {what}", err=True)
+        sys.exit(1)
