@@ -8,7 +8,8 @@
 ``Document`` per selected passage, its ``meta`` from
 ``osrag.integrations.metadata.passage_metadata`` -- and the whole ``envelope``, so a pipeline
 can tell "nothing relevant" and "budgeted" apart from an empty or short list. The call's
-principal wins over the component's; with neither the search is refused (fail closed).
+principal wins over the component's; with neither the search is refused (fail closed). A
+pipeline with it serialises (``to_dict``) without the client; loading builds one from ``OSRAG_*``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from haystack import Document, component
+from haystack import Document, component, default_from_dict, default_to_dict
 
 from osrag.access import Principal
 from osrag.asearch import AsyncSearchClient
@@ -52,6 +53,20 @@ class OsragRetriever:
         self.client = client
         self.async_client = async_client
         self.options = base.Options().merged(principal, budget_tokens, filters)
+
+    def to_dict(self) -> dict[str, Any]:
+        """For ``Pipeline.dumps``: the principal, budget and filters; never the client or its settings
+        (they hold the cluster's credentials): ``from_dict`` builds the client from ``OSRAG_*``."""
+        o = self.options
+        who = o.principal.model_dump() if o.principal is not None else None
+        return default_to_dict(self, principal=who, budget_tokens=o.budget_tokens, filters=dict(o.filters))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OsragRetriever:
+        params = dict(data.get("init_parameters") or {})
+        if params.get("principal") is not None:
+            params["principal"] = Principal.model_validate(params["principal"])
+        return default_from_dict(cls, {**data, "init_parameters": {"client": SearchClient(), **params}})
 
     @component.output_types(documents=list[Document], envelope=Envelope)
     def run(

@@ -202,3 +202,22 @@ def test_mcp_tools_call_the_client_as_the_server_principal() -> None:
 def test_stage_scores_round_trip_through_metadata() -> None:
     p = passage(1, "x:0", ["X"], "t", 1, scores=StageScores(fused=0.5))
     assert passage_metadata(envelope(), p)["scores"] == {"fused": 0.5, "rerank": None, "relevance": None}
+
+
+def test_haystack_pipeline_round_trip_keeps_the_principal_not_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("haystack")
+    from haystack import Pipeline
+
+    from osrag.integrations.haystack import OsragRetriever
+
+    monkeypatch.setenv("OSRAG_URL", "http://writer:s3cret@127.0.0.1:9")
+    pipe = Pipeline()
+    tenant_staff = Principal(groups=["staff"], tenant="acme")
+    pipe.add_component("r", OsragRetriever(unreachable(), principal=tenant_staff, filters={"kind": "text"}))
+    dumped = pipe.dumps()
+    assert "s3cret" not in dumped and "127.0.0.1:9" not in dumped  # no client, no settings
+    loaded = Pipeline.loads(dumped, allowed_modules=["osrag.integrations.haystack"]).get_component("r")
+    assert loaded.options == Options(tenant_staff, None, {"kind": "text"})
+    assert loaded.client.s.url == "http://writer:s3cret@127.0.0.1:9"  # built from OSRAG_* on load
