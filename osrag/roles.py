@@ -184,7 +184,8 @@ def dls_query(group: str) -> str:
         principal = Principal(groups=[group])
     except ValueError as exc:
         raise InputError(f"ACL group {group!r} is not a group name (text without spaces or commas)") from exc
-    (clause,) = access_clauses(principal)
+    clauses = access_clauses(principal)  # the ACL clause, and the tenant one (no tenant: untenanted only)
+    clause = clauses[0] if len(clauses) == 1 else {"bool": {"filter": clauses}}
     return json.dumps(clause, ensure_ascii=False, sort_keys=True)
 
 

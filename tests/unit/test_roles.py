@@ -102,7 +102,7 @@ def test_admin_manages_templates_pipelines_and_its_indices() -> None:
 def test_dls_is_the_access_clause_of_the_group() -> None:
     body = dls_role(ALIAS, "groupA")
     chunk_perm, state_perm = body["index_permissions"]
-    assert json.loads(chunk_perm["dls"]) == access_clauses(Principal(groups=["groupA"]))[0]
+    assert json.loads(chunk_perm["dls"]) == {"bool": {"filter": access_clauses(Principal(groups=["groupA"]))}}
     assert "dls" not in state_perm
     # same rights as the reader otherwise
     plain = reader_role(ALIAS)
@@ -111,11 +111,13 @@ def test_dls_is_the_access_clause_of_the_group() -> None:
 
 
 def test_dls_query_admits_public_and_the_group() -> None:
-    q = json.loads(dls_query("groupA"))
-    should = q["bool"]["should"]
+    acl, tenant = json.loads(dls_query("groupA"))["bool"]["filter"]
+    should = acl["bool"]["should"]
     assert {"terms": {"acl": ["groupA"]}} in should
     assert {"bool": {"must_not": [{"exists": {"field": "acl"}}]}} in should
-    assert q["bool"]["minimum_should_match"] == 1
+    assert acl["bool"]["minimum_should_match"] == 1
+    # a group role names no tenant: shared (untenanted) chunks only, as osrag's own filter
+    assert tenant == {"bool": {"must_not": [{"exists": {"field": "tenant"}}]}}
 
 
 @pytest.mark.parametrize("bad", ["two words", "a,b", ""])
