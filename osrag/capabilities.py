@@ -234,3 +234,81 @@ def fusion_in_use(fusion: str, weights: tuple[float, float], caps: Capabilities)
     if fusion == "rrf" and not caps.weighted_rrf:
         return f"rrf, equal weights (OSRAG_FUSION_WEIGHTS {w} not applied: weighted RRF needs 3.1)"
     return f"{fusion} {w}"
+
+
+# ---------------------------------------------------------------- k-NN engines
+#: The k-NN engines a ``knn_vector`` field may name. Lucene is Java inside the plugin; faiss and
+#: nmslib are native libraries (``libopensearchknn_faiss.so`` ...) that official distributions ship
+#: and the Maven plugin zips do not: a node without them dies opening an index that needs them.
+KNN_ENGINES = ("lucene", "faiss", "nmslib")
+NATIVE_ENGINES = ("faiss", "nmslib")
+
+
+def engines_from_stats(stats: Mapping[str, Any]) -> dict[str, str]:
+    """engine -> ``"yes"`` | ``"unknown"`` from ``GET _plugins/_knn/stats``.
+
+    Lucene works wherever the plugin runs. A native engine is ``"yes"`` once every node reports
+    it initialised (the library loaded); until an index has used it, nothing tells whether it
+    would load, and osrag never creates a faiss index to find out (that is what crashes a node
+    without the library), so it is ``"unknown"``."""
+    nodes = list((stats.get("nodes") or {}).values())
+    out = {"lucene": "yes"}
+    for engine in NATIVE_ENGINES:
+        flags = [bool(n.get(f"{engine}_initialized")) for n in nodes]
+        out[engine] = "yes" if flags and all(flags) else "unknown"
+    return out
+
+
+def engines_from_install(install_dir: Any) -> dict[str, str]:
+    """engine -> ``"yes"`` | ``"no"`` for a local install: are the native libraries there?"""
+    from pathlib import Path
+
+    root = Path(install_dir)
+    libs = {
+        p.name
+        for d in (root / "plugins" / "opensearch-knn" / "lib", root / "lib")
+        if d.is_dir()
+        for p in d.iterdir()
+    }
+    out = {"lucene": "yes" if (root / "plugins" / "opensearch-knn").is_dir() else "no"}
+    for engine in NATIVE_ENGINES:
+        out[engine] = "yes" if any(name.startswith(f"libopensearchknn_{engine}") for name in libs) else "no"
+    return out
+
+
+def _knn_fields(props: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Mapping[str, Any]]]:
+    for name, spec in (props or {}).items():
+        if not isinstance(spec, Mapping):
+            continue
+        if spec.get("type") == "knn_vector":
+            yield prefix + name, spec
+        for sub in ("properties", "fields"):
+            if isinstance(spec.get(sub), Mapping):
+                yield from _knn_fields(spec[sub], f"{prefix}{name}.")
+
+
+def field_engine(spec: Mapping[str, Any], version: tuple[int, int, int]) -> str:
+    """The engine a ``knn_vector`` field uses: its ``method.engine``, else the server's default
+    (faiss since 2.18, nmslib before); a field built from a trained model is faiss."""
+    method = spec.get("method")
+    if isinstance(method, Mapping) and method.get("engine"):
+        return str(method["engine"])
+    if spec.get("model_id"):
+        return "faiss"
+    return "faiss" if version >= (2, 18, 0) else "nmslib"
+
+
+def index_engines(
+    mappings: Mapping[str, Any], knn_enabled: Mapping[str, bool], version: tuple[int, int, int]
+) -> dict[str, set[str]]:
+    """index -> the native engines its ANN ``knn_vector`` fields need (``index.knn: true`` only;
+    without it vectors are searched exactly and need no engine)."""
+    out: dict[str, set[str]] = {}
+    for index, body in mappings.items():
+        if not knn_enabled.get(index):
+            continue
+        props = ((body or {}).get("mappings") or {}).get("properties") or {}
+        engines = {field_engine(spec, version) for _, spec in _knn_fields(props)}
+        if engines:
+            out[index] = engines
+    return out

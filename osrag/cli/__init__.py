@@ -16,7 +16,7 @@ import sys
 import click
 
 from osrag import __version__
-from osrag.cli import admin, dev, evaluate, ingest, mcp, read, serve
+from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, read, serve
 from osrag.errors import InvalidSetting, OsragError
 
 
@@ -50,6 +50,7 @@ for _command in (
     admin.rollback,
     admin.cleanup,
     admin.status,
+    doctor.doctor,
     admin.drop,
     admin.delete,
     ingest.ingest,
