@@ -10,6 +10,7 @@ and must refuse a search with no principal anywhere (fail closed).
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +26,8 @@ from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
+# Haystack reports usage to its vendor unless told not to (read when haystack is first imported).
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "false")
 
 BASE_URL = "https://docs.example.ru/kb"
 STAFF = Principal(groups=["staff"])

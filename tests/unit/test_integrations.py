@@ -4,6 +4,7 @@ fail closed, and the MCP tools' arguments, errors and results (the SDK's server,
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 from unittest.mock import Mock
 
@@ -19,6 +20,8 @@ from osrag.settings import Settings
 from tests.unit.test_envelope import envelope, passage
 
 STAFF = Principal(groups=["staff"])
+# Haystack reports usage to its vendor unless told not to (read when haystack is first imported).
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "false")
 
 
 def fake_client(**search: Any) -> Mock:
