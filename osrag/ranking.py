@@ -14,7 +14,7 @@ from typing import Any
 from osrag.budget import Candidate, Selection, SelectionConfig, select
 from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores, location_fields
 from osrag.errors import InputError
-from osrag.gate import POLICIES, Gate, evidence_order, latin_codes, relevant_ids
+from osrag.gate import POLICIES, Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
 from osrag.names import age_seconds
 from osrag.query import Hit
 from osrag.settings import Settings
@@ -84,7 +84,7 @@ def rank_and_select(
     or ``minimal`` (see ``gate.relevant_ids``); the envelope names it.
     """
     policy = settings.selection if policy is None else policy
-    gate = gate_of(settings, policy)
+    gate = gate_of(settings, policy, fresh.embedding_model)
     info = rerank or RerankInfo()
     ordered = list(hits)
     if not info.used and (policy == "minimal" or settings.evidence_order):
@@ -163,15 +163,21 @@ def rank_and_select(
     )
 
 
-def gate_of(settings: Settings, policy: str) -> Gate:
-    """The relevance gate's thresholds from the settings, for one selection policy."""
+def gate_of(settings: Settings, policy: str, model: str | None = None) -> Gate:
+    """The relevance gate's thresholds from the settings, for one selection policy.
+
+    Cosines are on the embedding model's own scale: unless set explicitly, the ``model``'s
+    family's own thresholds apply (``gate.cosine_defaults``: e5's), else the settings' defaults.
+    """
     if policy not in POLICIES:
         raise InputError(f"unknown selection policy {policy!r}; known: {', '.join(POLICIES)}")
+    family = cosine_defaults(model)
+    given = settings.model_fields_set
     return Gate(
         min_coverage=settings.gate_min_coverage,
-        min_cosine=settings.gate_min_cosine,
+        min_cosine=family[0] if family and "gate_min_cosine" not in given else settings.gate_min_cosine,
         keep_coverage=settings.gate_keep_coverage,
-        keep_cosine=settings.gate_keep_cosine,
+        keep_cosine=family[1] if family and "gate_keep_cosine" not in given else settings.gate_keep_cosine,
         relative_coverage=settings.gate_relative_coverage,
         relative_cosine=settings.gate_relative_cosine,
         policy=policy,

