@@ -59,6 +59,11 @@ def _print_node(st: Any, as_json: bool) -> None:
         owner = f"pid {st.pid}" if st.started_by_osrag else "not started by osrag"
         click.echo(f"OpenSearch {st.version} at {st.url}: {st.health} ({owner})")
         click.echo(f"plugins: {', '.join(st.plugins) or '(none)'}")
+    if getattr(st, "engines", None):
+        click.echo(
+            "k-NN engines: "
+            + ", ".join(f"{e} {'works' if ok == 'yes' else 'no native library'}" for e, ok in st.engines)
+        )
     if st.ca_certs:
         click.echo(f"CA file: {st.ca_certs}")
         click.echo(f"admin user: {st.user} (password in {st.password_file})")
@@ -68,10 +73,19 @@ def _print_node(st: Any, as_json: bool) -> None:
 @_version_opt
 @_security_opt
 @_nodes_opt
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="If the node dies opening an index (e.g. faiss without its native library), move that "
+    "index's data aside (kept under <dev home>/quarantine) and start.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable status.")
-def dev_up(version: str | None, security: bool, nodes: int, as_json: bool) -> None:
+def dev_up(version: str | None, security: bool, nodes: int, repair: bool, as_json: bool) -> None:
     """Fetch (once), install and start the node(s); reuse what is already running."""
-    _print_node(_devnode(version, security, nodes).up(), as_json)
+    node = _devnode(version, security, nodes)
+    if repair and nodes > 1:
+        raise click.ClickException("--repair is for a single node")
+    _print_node(node.up(repair=True) if repair else node.up(), as_json)
 
 
 @dev.command("down")

@@ -47,9 +47,12 @@ class NodeStatus:
     ca_certs: str | None = None  # secured node only: where the CA is, who the admin is
     user: str | None = None
     password_file: str | None = None
+    #: (engine, "yes"/"no"): which k-NN engines this install can serve (native libraries present)
+    engines: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return {
+            "engines": dict(self.engines),
             "name": self.name,
             "url": self.url,
             "running": self.running,
@@ -229,8 +232,13 @@ class DevNode(_Base):
         return self._install(self.security, self.install_dir)
 
     # ---- process ----------------------------------------------------------------
-    def up(self, wait_s: float = 240.0) -> NodeStatus:
-        """Start the node, or reuse the one already answering; wait until healthy."""
+    def up(self, wait_s: float = 240.0, repair: bool = False) -> NodeStatus:
+        """Start the node, or reuse the one already answering; wait until healthy.
+
+        A node that dies on start-up because of an index it cannot open (a faiss index on a node
+        without the native library, a corrupt shard) is named by the index; with ``repair`` that
+        index's data folder is moved aside (``<dev home>/quarantine/``, never deleted) and the
+        node started again."""
         current = self.status()
         if current.running:
             missing = [p for p in REQUIRED_PLUGINS if p not in current.plugins]
@@ -245,8 +253,38 @@ class DevNode(_Base):
             raise LauncherError(f"something already answers at {self.url} ({current.detail}); stop it first")
         self.install()
         security = self._ensure_security_files() if self.security else None
-        t0 = time.monotonic()
-        self._start([self.spec], [opensearch_yml(self.spec, security)])
+        for _ in range(4 if repair else 1):  # each round can move one index aside
+            t0 = time.monotonic()
+            try:
+                self._start([self.spec], [opensearch_yml(self.spec, security)])
+            except LauncherError as exc:  # died before it detached (its reason and logs named)
+                died = str(exc)
+            else:
+                st = self._wait_healthy(t0, wait_s)  # a timeout is its own error
+                if st is not None:
+                    return st
+                died = f"OpenSearch exited during start-up; see {self.logs_dir}"
+            found = proc.culprit_index(self.logs_dir, self.data_dir)
+            if found is None:
+                raise LauncherError(died)
+            name, folder, line = found
+            if not repair:
+                raise LauncherError(
+                    f"OpenSearch exited during start-up: it cannot open index {name} ({line}); "
+                    f"`osrag dev up --repair` moves that index's data aside (kept) and starts"
+                )
+            if folder is None:
+                raise LauncherError(
+                    f"OpenSearch cannot open index {name}, but its data folder is not under {self.data_dir}"
+                )
+            dest = proc.move_aside(folder, name, self.home / "quarantine")
+            self._log(f"index {name} could not be opened ({line}); its data moved to {dest}; starting again")
+        raise LauncherError(
+            f"OpenSearch still exits during start-up after moving indices aside; see {self.logs_dir}"
+        )
+
+    def _wait_healthy(self, t0: float, wait_s: float) -> NodeStatus | None:
+        """The status once healthy; None when the process died; a LauncherError on timeout."""
         deadline = t0 + wait_s
         while time.monotonic() < deadline:
             st = self.status()
@@ -254,7 +292,7 @@ class DevNode(_Base):
                 self._log(f"{self.spec.name} healthy after {time.monotonic() - t0:.0f}s")
                 return st
             if self.pid_file.exists() and proc.read_pid(self.pid_file) is None:
-                raise LauncherError(f"OpenSearch exited during start-up; see {self.logs_dir}")
+                return None
             time.sleep(1.0)
         raise LauncherError(f"OpenSearch did not become healthy within {wait_s:.0f}s; see {self.logs_dir}")
 
@@ -294,6 +332,10 @@ class DevNode(_Base):
         pid = proc.read_pid(self.pid_file)
         cafile = auth = None
         extra: dict[str, object] = {"name": self.spec.name}
+        if (self.install_dir / ".osrag-installed").exists():
+            from osrag.capabilities import engines_from_install
+
+            extra["engines"] = tuple(engines_from_install(self.install_dir).items())
         if self.security:
             cafile = self.ca_file
             extra.update(ca_certs=str(self.ca_file), user=ADMIN_USER, password_file=str(self.password_file))

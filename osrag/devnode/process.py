@@ -333,3 +333,77 @@ def _last_error_line(text: str) -> str:
         if "ERROR" in ln or "Exception" in ln or "error" in ln:
             return re.sub(r"\x1b\[[0-9;]*m", "", ln)[:300]
     return re.sub(r"\x1b\[[0-9;]*m", "", lines[-1])[:300] if lines else "no output"
+
+
+# ---- a node that cannot open an index ------------------------------------------------
+#: Log lines that say the node is going down because of an index (native engine library missing,
+#: a corrupt or unreadable shard): each names the index as ``[name/uuid]`` or ``[name][shard]``.
+_FATAL = re.compile(
+    r"UnsatisfiedLinkError|opensearchknn|fatal error in thread|uncaught exception in thread|"
+    r"failed to (?:recover|start) shard|shard failed|CorruptIndexException|failed to create index",
+    re.IGNORECASE,
+)
+_INDEX_UUID = re.compile(r"\[([a-z0-9][a-z0-9._+-]*)/([A-Za-z0-9_-]{20,24})\]")
+_INDEX_SHARD = re.compile(r"\[([a-z0-9][a-z0-9._+-]*)\]\[(\d+)\]")
+
+
+def _tail(path: Path, size: int = 400_000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - size))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def culprit_index(logs_dir: Path, data_dir: Path) -> tuple[str, Path | None, str] | None:
+    """(index name, its data folder or None, the log line) of an index the node died opening.
+
+    Read from the end of the node's logs (its cluster log, ``start.log`` and any JVM crash
+    report): the last line that says why it went down and names an index; the folder is found
+    by the index's uuid, else by its name in the index's own state file.
+    """
+    texts = [_tail(p) for p in sorted(logs_dir.glob("*.log")) + sorted(logs_dir.glob("hs_err_pid*"))]
+    texts += [_tail(p) for p in sorted(data_dir.glob("hs_err_pid*"))]
+    best: tuple[str, str | None, str] | None = None
+    for text in texts:
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if not _FATAL.search(line):
+                continue
+            window = " ".join(lines[max(0, i - 3) : i + 4])
+            m = _INDEX_UUID.search(window)
+            if m:
+                best = (m.group(1), m.group(2), line.strip())
+                continue
+            m = _INDEX_SHARD.search(window)
+            if m and m.group(1) not in ("0", "osrag-dev-node"):
+                best = (m.group(1), None, line.strip())
+    if best is None:
+        return None
+    name, uuid, line = best
+    return name, index_folder(data_dir, name, uuid), re.sub(r"\x1b\[[0-9;]*m", "", line)[:300]
+
+
+def index_folder(data_dir: Path, name: str, uuid: str | None = None) -> Path | None:
+    """The folder under ``data/nodes/*/indices`` holding ``name`` (by uuid, else its state file)."""
+    for indices in sorted(data_dir.glob("nodes/*/indices")):
+        if uuid and (indices / uuid).is_dir():
+            return indices / uuid
+        for folder in sorted(p for p in indices.iterdir() if p.is_dir()):
+            for state in folder.glob("_state/state-*.st"):
+                try:
+                    if name.encode() in state.read_bytes():
+                        return folder
+                except OSError:
+                    continue
+    return None
+
+
+def move_aside(folder: Path, name: str, quarantine: Path) -> Path:
+    """Move an index's data folder out of the node's data dir (kept, never deleted)."""
+    quarantine.mkdir(parents=True, exist_ok=True)
+    dest = quarantine / f"{time.strftime('%Y%m%dT%H%M%S')}-{name}-{folder.name}"
+    shutil.move(str(folder), str(dest))
+    return dest
