@@ -365,22 +365,27 @@ class _Renderer:
     ) -> None:
         self.ctx, self.key, self.stack, self.tags, self.out = ctx, key, stack, tags, out
         self.open: list[_Open] = []
+        self._emitting = tags is None
         self.pending: tuple[str, str, str] | None = None  # (label, indent, the directive it belongs to)
 
     # ---- state -----------------------------------------------------------
 
     def emitting(self) -> bool:
-        if any(o.hide for o in self.open):
-            return False
-        return self.tags is None or any(o.select for o in self.open)
+        return self._emitting
+
+    def _update(self) -> None:
+        hidden = any(o.hide for o in self.open)
+        self._emitting = not hidden and (self.tags is None or any(o.select for o in self.open))
 
     def push(self, d: _Dir) -> None:
         self.open.append(_Open(d.name, d.hide, self.tags is not None and d.tag in self.tags, d.cond))
+        self._update()
 
     def pop(self, name: str) -> None:
         for i in range(len(self.open) - 1, -1, -1):
             if self.open[i].name == name:
                 del self.open[i:]
+                self._update()
                 return
 
     def flush_label(self) -> None:
@@ -416,6 +421,7 @@ class _Renderer:
             rest = more.rsplit("]", 1)[0]
         self.flush_label()
         self.open.append(_Open("c:container"))
+        self._update()
         title = rest.strip()
         self.pending = (title or LABELS.get(word.lower(), word.capitalize()), indent, "c:container")
 
@@ -527,7 +533,9 @@ class _Renderer:
         if len(self.stack) > MAX_INCLUDE_DEPTH:
             ctx.note(f"{who}: include {target} deeper than {MAX_INCLUDE_DEPTH} levels; not included")
             return ""
-        return _read(inc_text, ctx, inc_key, (*self.stack, inc_key), tags).strip("\n")
+        if tags is not None:
+            inc_text = _tagged_parts(inc_text, tags)
+        return _read(inc_text, ctx, inc_key, (*self.stack, inc_key), None).strip("\n")
 
     def finish(self) -> None:
         self.flush_label()
@@ -615,6 +623,38 @@ def _else_branch(before: str, now: str) -> bool:
     """``{ifdef(x)}A{/ifdef}{ifndef(x)}B{/ifndef}``: B is A's alternative, never shown beside it."""
     (k1, n1), (k2, n2) = before.split(":", 1), now.split(":", 1)
     return n1 == n2 and k1 != k2
+
+
+_INCLUDETAG = re.compile(r"\{includetag\(([^)]*)\)\}|\{/includetag\}")
+
+
+def _tagged_parts(text: str, tags: frozenset[str]) -> str:
+    """The parts of an include file inside the ``{includetag(…)}`` regions asked for, markers
+    removed. Like the docs portal, a preprocessor over the text: a region may cut through a code
+    block, and a 2,700-line snippet file included by 200 pages is not read whole each time."""
+    out: list[str] = []
+    selected: list[bool] = []
+    for line in text.split("\n"):
+        keep = any(selected)
+        pieces: list[str] = []
+        pos = 0
+        for m in _INCLUDETAG.finditer(line):
+            if any(selected):
+                pieces.append(line[pos : m.start()])
+            if m.group(1) is not None:
+                selected.append(m.group(1).strip() in tags)
+            elif selected:
+                selected.pop()
+            pos = m.end()
+            keep = keep or any(selected)
+        if any(selected):
+            pieces.append(line[pos:])
+        if pos == 0:
+            if keep:
+                out.append(line)
+        elif "".join(pieces).strip():
+            out.append("".join(pieces))
+    return "\n".join(out)
 
 
 def _drop_comments(s: str) -> str:
@@ -734,15 +774,26 @@ def _params(raw: str) -> dict[str, str]:
     return out
 
 
+_SPECIAL = re.compile(r"[`\\{<]")
+
+
 def _scan_line(line: str, ctx: _Ctx) -> list[str | _Dir]:
     """Literal text and directives of one prose line; code spans are text, untouched."""
+    if line.lstrip().startswith("["):
+        bb = _bb_line(line, ctx)
+        if bb is not None:
+            return bb
     items: list[str | _Dir] = []
     buf: list[str] = []
     p, n = 0, len(line)
-    bb = _bb_line(line, ctx)
-    if bb is not None:
-        return bb
     while p < n:
+        m = _SPECIAL.search(line, p)
+        if m is None:
+            buf.append(line[p:])
+            break
+        if m.start() > p:
+            buf.append(line[p : m.start()])
+            p = m.start()
         ch = line[p]
         if ch == "`":
             end = _code_span_end(line, p)
