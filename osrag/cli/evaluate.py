@@ -105,6 +105,12 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
 )
 @click.option("--budget", type=int, default=1500, show_default=True, help="Budget of the stage-latency line.")
 @click.option("--depth", type=int, default=40, show_default=True)
+@click.option(
+    "--budgets",
+    default=",".join(str(b) for b in (150, 300, 600, 1000, 1500, 2500)),
+    show_default=True,
+    help="Token budgets of the top-k vs selection table, comma-separated.",
+)
 @click.option("--limit", type=int, default=None, help="Sample at most N questions per set (quick runs).")
 @click.option(
     "--test",
@@ -129,6 +135,7 @@ def eval_cmd(
     out_dir: str | None,
     budget: int,
     depth: int,
+    budgets: str,
     limit: int | None,
     stat_test: str,
     workers: int,
@@ -148,6 +155,7 @@ def eval_cmd(
         datasets=tuple(Path(d) for d in datasets),
         out_dir=Path(out_dir) if out_dir else gp.parent / "report",
         budget=budget,
+        budgets=_budgets(budgets),
         depth=depth,
         limit=limit,
         stat_test=stat_test,
@@ -168,3 +176,15 @@ def eval_cmd(
     else:
         click.echo(ev.format_table(report))
         click.echo(f"written: {cfg.out_dir}/REPORT.md, results.json, recall_vs_budget_*.png")
+
+
+def _budgets(text: str) -> tuple[int, ...]:
+    try:
+        got = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{text!r}: comma-separated positive integers", param_hint="--budgets"
+        ) from exc
+    if not got or any(b < 1 for b in got):
+        raise click.BadParameter(f"{text!r}: comma-separated positive integers", param_hint="--budgets")
+    return got

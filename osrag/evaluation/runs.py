@@ -72,14 +72,14 @@ def shipped_label(s: Settings) -> str:
 
 FUSION_VARIANTS: tuple[tuple[str, tuple[float, float]], ...] = (
     ("rrf", (0.5, 0.5)),
-    ("rrf", (0.9, 0.1)),
-    ("rrf", (0.8, 0.2)),
     ("rrf", (0.7, 0.3)),
     ("rrf", (0.3, 0.7)),
+    ("minmax", (0.3, 0.7)),
     ("minmax", (0.5, 0.5)),
-    ("minmax", (0.9, 0.1)),
-    ("minmax", (0.8, 0.2)),
+    ("minmax", (0.6, 0.4)),
     ("minmax", (0.7, 0.3)),
+    ("minmax", (0.8, 0.2)),
+    ("minmax", (0.9, 0.1)),
 )
 
 
