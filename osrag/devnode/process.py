@@ -357,6 +357,15 @@ def _tail(path: Path, size: int = 400_000) -> str:
         return ""
 
 
+#: The line every start of a node logs first: what came before it is an earlier run's.
+_NODE_START = re.compile(r"\[o\.o\.n\.Node\s*\] \[[^\]]*\] (?:version\[|initializing)")
+
+
+def _since_last_start(text: str) -> str:
+    starts = list(_NODE_START.finditer(text))
+    return text[starts[-1].start() :] if starts else text
+
+
 def culprit_index(logs_dir: Path, data_dir: Path) -> tuple[str, Path | None, str] | None:
     """(index name, its data folder or None, the log line) of an index the node died opening.
 
@@ -364,7 +373,10 @@ def culprit_index(logs_dir: Path, data_dir: Path) -> tuple[str, Path | None, str
     report): the last line that says why it went down and names an index; the folder is found
     by the index's uuid, else by its name in the index's own state file.
     """
-    texts = [_tail(p) for p in sorted(logs_dir.glob("*.log")) + sorted(logs_dir.glob("hs_err_pid*"))]
+    texts = [
+        _since_last_start(_tail(p))
+        for p in sorted(logs_dir.glob("*.log")) + sorted(logs_dir.glob("hs_err_pid*"))
+    ]
     texts += [_tail(p) for p in sorted(data_dir.glob("hs_err_pid*"))]
     best: tuple[str, str | None, str] | None = None
     for text in texts:

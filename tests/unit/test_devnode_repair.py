@@ -53,3 +53,15 @@ def test_a_clean_log_names_nothing_and_the_move_keeps_the_data(tmp_path: Path) -
     dest = proc.move_aside(folder, "vecs-faiss", tmp_path / "quarantine")
     assert not folder.exists() and (dest / "_state" / "state-3.st").read_bytes().endswith(b"vecs-faiss\x00")
     assert dest.name.endswith(f"-vecs-faiss-{UUID}")
+
+
+def test_a_crash_of_an_earlier_run_is_not_named(tmp_path: Path) -> None:
+    logs, data = node_dirs(tmp_path)
+    start = "[2026-12-02T10:0{}:00,000][INFO ][o.o.n.Node               ] [osrag-dev-node] version[3.6.0], pid[1]\n"
+    (logs / "osrag-dev.log").write_text(
+        start.format(1)
+        + f"[..][ERROR][o.o.i.e.Engine] [osrag-dev-node] [vecs-faiss][0] tragic\njava.lang.UnsatisfiedLinkError: x [vecs-faiss/{UUID}]\n"
+        + start.format(2)
+        + "[..][INFO ][o.o.n.Node] [osrag-dev-node] started\n"
+    )
+    assert proc.culprit_index(logs, data) is None
