@@ -152,3 +152,15 @@ def test_strict_makes_skips_fail(admin: Admin, settings: Settings, tmp_path: Pat
     assert code == 0 and report["indexed"] == 1 and len(report["skips"]) == 1
     code, report, _ = _ingest(settings, str(root), "--strict")
     assert code == 1 and report["failures"] == []
+
+
+def test_a_file_name_that_is_not_utf8_fails_alone(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+    """Issue 29: such a name aborted the whole ingest (0 indexed) with an OpenSearch parse error."""
+    root = tmp_path / "kb"
+    write(root / "a.md", "# A\n\nТекст про доставку.\n")
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.md"), "wb") as f:
+        f.write("# B\n\nТекст.\n".encode())
+    code, report, _ = _ingest(settings, str(root))
+    assert code == 1 and report["indexed"] == 1
+    [failure] = report["failures"]
+    assert failure["path"].endswith("caf\\xe9.md") and "file name is not valid UTF-8" in failure["reason"]
