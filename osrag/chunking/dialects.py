@@ -1015,6 +1015,8 @@ def _tag(s: str, p: int) -> tuple[int, _Dir] | None:
     if m is None:
         return None
     closing, name, raw, selfclose = m.group(1), m.group(2), m.group(3) or "", m.group(4)
+    if name.startswith("info:") and not raw:  # a tutorial's link to an article: <info:closure>
+        return m.end(), _Dir("single", "j:info", name[5:].replace("-", " "))
     low = name.lower()
     component = name[0].isupper() and any(c.islower() for c in name) and "_" not in name
     if low not in _HTML_TAGS and not component:

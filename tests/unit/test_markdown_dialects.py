@@ -169,6 +169,7 @@ def test_bbcode_lines_and_a_libs_block() -> None:
     text = bodies(cs)
     assert "Лексическое окружение: У каждой функции есть скрытое свойство" in text
     assert "Дальше — подробности реализации." in text
+    assert "Подробнее — в главе closure." in text  # <info:closure>, a link to another article
 
 
 def test_html_comments_and_hugo_shortcodes_but_code_is_untouched() -> None:
