@@ -26,7 +26,7 @@ from osrag.search import SearchClient
 from osrag.settings import Settings
 from osrag.status import read_status
 from tests.integration.conftest import drop_alias
-from tests.integration.sigv4_proxy import SigV4Proxy, FixedCredentials, verify
+from tests.integration.sigv4_proxy import FixedCredentials, SigV4Proxy, verify
 
 pytestmark = pytest.mark.integration
 
