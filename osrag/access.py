@@ -141,7 +141,7 @@ def make_principal(
     try:
         return Principal(groups=groups, tenant=tenant, public_only=public_only, all_access=all_access)
     except InputError as exc:  # in the CLI's words: its flags, not the model's fields
-        msg = str(exc).removeprefix("invalid Principal: ")
+        msg = str(exc).removeprefix("invalid Principal: ").replace("; None for no tenant", "")
         raise InputError(
             msg.replace("groups must", "--group must").replace("group ", "--group ", 1)
             if msg.startswith("group")
