@@ -391,7 +391,9 @@ class Settings(BaseSettings):
         mode = self.auth_mode
         has_basic = bool(self.user) or urlsplit(self.url).username is not None
         if mode == "basic" and not has_basic:
-            raise ValueError("OSRAG_AUTH=basic needs OSRAG_USER/OSRAG_PASSWORD or user:password@ in OSRAG_URL")
+            raise ValueError(
+                "OSRAG_AUTH=basic needs OSRAG_USER/OSRAG_PASSWORD or user:password@ in OSRAG_URL"
+            )
         if mode != "basic" and has_basic:
             raise ValueError(f"OSRAG_AUTH={mode} but basic-auth credentials are set too; keep one")
         if (mode == "header") != (self.auth_header is not None):
