@@ -395,9 +395,12 @@ def read_document(
         conv = convert(path, raw, fmt)
         body = conv.markdown
     if fmt == "markdown":  # the team's dialect -> readable Markdown (osrag.chunking.dialects)
-        reading = read_markdown(
-            body, variables=variables, include=FileIncludes(root, max_bytes), key=rel.as_posix()
-        )
+        try:
+            reading = read_markdown(
+                body, variables=variables, include=FileIncludes(root, max_bytes), key=rel.as_posix()
+            )
+        except Exception as exc:  # a reader bug fails this file, not the ingest
+            raise DocumentError(name, f"cannot read its Markdown: {type(exc).__name__}: {exc}") from exc
         body, notes = reading.text, reading.notes
     rule_fields, applied = rules.fields_for(rel.as_posix()) if rules is not None else ({}, ())
     meta = {**rule_fields, **front.fields}  # front matter wins over a rule
