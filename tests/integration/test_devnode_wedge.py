@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -38,10 +40,10 @@ def _put(url: str, body: dict) -> int:
         return -1  # the node went down while answering
 
 
-def test_a_faiss_index_wedges_the_node_and_repair_unwedges_it(tmp_path: Path) -> None:
+def test_a_faiss_index_wedges_the_node_and_repair_unwedges_it() -> None:
     shared = Settings(_env_file=None)
-    home = tmp_path / "devhome"
-    home.mkdir()
+    # Not pytest's tmp_path: its parents are 0700, and the node runs as another user when root.
+    home = Path(tempfile.mkdtemp(prefix="osrag-wedge-"))
     home.chmod(0o755)
     (home / "m2").symlink_to(Path(shared.dev_home) / "m2")
     install = Path(shared.dev_home) / "opensearch-3.6.0"
@@ -68,15 +70,16 @@ def test_a_faiss_index_wedges_the_node_and_repair_unwedges_it(tmp_path: Path) ->
                 },
             },
         )
-        urllib.request.urlopen(  # a document makes the shard hold a faiss segment
-            urllib.request.Request(
-                f"{node.url}/vecs-faiss/_doc/1?refresh=true",
-                data=json.dumps({"v": [1, 2, 3, 4]}).encode(),
-                method="PUT",
-                headers={"Content-Type": "application/json"},
-            ),
-            timeout=60,
-        ) if node.status().running else None
+        # One acknowledged document (in the translog): the next refresh loads faiss and kills the
+        # node, and every start replays the translog and dies the same way (the wedge).
+        req = urllib.request.Request(
+            f"{node.url}/vecs-faiss/_doc/1",
+            data=json.dumps({"v": [1, 2, 3, 4]}).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 201
         deadline = time.monotonic() + 120
         while node.status().running and time.monotonic() < deadline:
             time.sleep(2)
@@ -90,3 +93,4 @@ def test_a_faiss_index_wedges_the_node_and_repair_unwedges_it(tmp_path: Path) ->
         assert len(moved) == 1 and "vecs-faiss" in moved[0].name
     finally:
         node.down()
+        shutil.rmtree(home, ignore_errors=True)

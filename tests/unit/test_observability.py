@@ -162,3 +162,26 @@ def test_a_failed_search_span_is_an_error(spans) -> None:  # type: ignore[no-unt
         run_steps(observe_search(path([], fail=True), QUESTION), answer)
     root = next(s for s in spans.get_finished_spans() if s.name == "osrag.search")
     assert root.status.status_code.name == "ERROR"
+
+
+def test_ingest_stages_are_spans_nested_under_the_ingest(spans) -> None:  # type: ignore[no-untyped-def]
+    from osrag.indexing import Ingester
+    from osrag.observability import traced
+
+    spans.clear()
+
+    @traced("osrag.ingest")
+    def ingest() -> None:
+        embed()
+
+    @traced("osrag.ingest.embed")
+    def embed() -> None:
+        pass
+
+    ingest()
+    got = {s.name: s for s in spans.get_finished_spans()}
+    assert got["osrag.ingest.embed"].parent.span_id == got["osrag.ingest"].context.span_id
+    # the ingest path itself carries the decorators
+    assert all(
+        hasattr(getattr(Ingester, m), "__wrapped__") for m in ("_ingest", "_embed_batch", "_write_batch")
+    )
