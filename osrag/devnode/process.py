@@ -379,11 +379,17 @@ def culprit_index(logs_dir: Path, data_dir: Path) -> tuple[str, Path | None, str
     ]
     texts += [_tail(p) for p in sorted(data_dir.glob("hs_err_pid*"))]
     best: tuple[str, str | None, str] | None = None
+    engine: tuple[str, str] | None = None  # (engine, line) of a native library that failed to load
+    names: dict[str, str] = {}  # uuid -> index name, from every [name/uuid] the start logged
     for text in texts:
         lines = text.splitlines()
+        names.update({m.group(2): m.group(1) for m in _INDEX_UUID.finditer(text)})
         for i, line in enumerate(lines):
             if not _FATAL.search(line):
                 continue
+            lib = _NATIVE.search(line)
+            if lib and engine is None:
+                engine = (lib.group(1).lower(), line.strip())
             window = " ".join(lines[max(0, i - 3) : i + 4])
             m = _INDEX_UUID.search(window)
             if m:
@@ -392,10 +398,34 @@ def culprit_index(logs_dir: Path, data_dir: Path) -> tuple[str, Path | None, str
             m = _INDEX_SHARD.search(window)
             if m and m.group(1) not in ("0", "osrag-dev-node"):
                 best = (m.group(1), None, line.strip())
+    if best is None and engine is not None:
+        # The fatal error names no index (a flush at translog replay): the index whose own state
+        # holds that engine's name is the one (faiss since 2.18 is also the default engine).
+        found = _index_using(data_dir, engine[0], names)
+        if found is not None:
+            best = (found[0], found[1], engine[1])
     if best is None:
         return None
     name, uuid, line = best
     return name, index_folder(data_dir, name, uuid), re.sub(r"\x1b\[[0-9;]*m", "", line)[:300]
+
+
+_NATIVE = re.compile(r"opensearchknn_(faiss|nmslib)", re.IGNORECASE)
+
+
+def _index_using(data_dir: Path, engine: str, names: dict[str, str]) -> tuple[str, str] | None:
+    """(name, uuid) of the first index whose state file names ``engine`` and whose name was logged."""
+    for indices in sorted(data_dir.glob("nodes/*/indices")):
+        for folder in sorted(p for p in indices.iterdir() if p.is_dir()):
+            if folder.name not in names:
+                continue
+            for state in folder.glob("_state/state-*.st"):
+                try:
+                    if engine.encode() in state.read_bytes():
+                        return names[folder.name], folder.name
+                except OSError:
+                    continue
+    return None
 
 
 def index_folder(data_dir: Path, name: str, uuid: str | None = None) -> Path | None:
