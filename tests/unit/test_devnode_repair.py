@@ -65,3 +65,24 @@ def test_a_crash_of_an_earlier_run_is_not_named(tmp_path: Path) -> None:
         + "[..][INFO ][o.o.n.Node] [osrag-dev-node] started\n"
     )
     assert proc.culprit_index(logs, data) is None
+
+
+def test_a_native_library_failure_without_an_index_is_traced_through_the_index_state(tmp_path: Path) -> None:
+    logs, data = tmp_path / "logs", tmp_path / "data"
+    other = "Q0therUuid0000000000ab"
+    for uuid, state in ((UUID, b"\x00vectors\x00method\x00engine\x00faiss\x00"), (other, b"\x00plain\x00")):
+        (data / "nodes" / "0" / "indices" / uuid / "_state").mkdir(parents=True)
+        (data / "nodes" / "0" / "indices" / uuid / "_state" / "state-1.st").write_bytes(state)
+    logs.mkdir()
+    (logs / "osrag-dev.log").write_text(
+        "[..][INFO ][o.o.n.Node               ] [osrag-dev-node] version[3.6.0], pid[9]\n"
+        f"[..][INFO ][o.o.p.PluginsService] [osrag-dev-node] PluginService:onIndexModule index:[plain/{other}]\n"
+        f"[..][INFO ][o.o.p.PluginsService] [osrag-dev-node] PluginService:onIndexModule index:[vectors/{UUID}]\n"
+        "[..][ERROR][o.o.k.j.KNNLibraryLoader ] [osrag-dev-node] Failed to load library: opensearchknn_faiss_avx2\n"
+        "[..][ERROR][o.o.b.OpenSearchUncaughtExceptionHandler] [osrag-dev-node] fatal error in thread "
+        "[opensearch[osrag-dev-node][generic][T#2]], exiting\n"
+        "java.lang.UnsatisfiedLinkError: no opensearchknn_faiss_avx2 in java.library.path\n"
+    )
+    name, folder, line = proc.culprit_index(logs, data)  # type: ignore[misc]
+    assert name == "vectors" and folder is not None and folder.name == UUID
+    assert "opensearchknn_faiss" in line
