@@ -218,6 +218,15 @@ def read_markdown(
 # --------------------------------------------------------------------------
 
 
+def _dedent(line: str, cut: int) -> str:
+    """``line`` without up to ``cut`` columns of leading whitespace (a tab is 4)."""
+    k = col = 0
+    while k < len(line) and col < cut and line[k] in " \t":
+        col += 4 - col % 4 if line[k] == "\t" else 1
+        k += 1
+    return line[k:]
+
+
 def _strip_libs(text: str) -> str:
     """A leading ``libs:`` / ``importance:`` block of a tutorial engine (key lines and ``  - item``
     lines, up to a ``---`` line or a blank line) is metadata, not text."""
@@ -270,6 +279,11 @@ def _read(text: str, ctx: _Ctx, key: str, stack: tuple[str, ...], tags: frozense
                 unclosed.append(indent + tok.markup)
                 where = key or "document"
                 ctx.note(f"{where}: code fence opened at line {a + 1} never closes; closed at the end")
+        elif tok.type == "admonition_open":  # MkDocs: !!! type "Title", the body indented under it
+            replace[a] = ("admon", tok.info.strip())
+            cut = len(lines[a]) - len(lines[a].lstrip()) + 4
+            for k in range(a + 1, min(b, len(lines))):
+                lines[k] = _dedent(lines[k], cut)
         elif tok.type.startswith("container_") and tok.nesting == 1:
             replace[a] = ("open", tok.info.strip())
             for end in (b - 1, b):  # the closing ::: line (the plugin's map may stop before it)
@@ -416,6 +430,11 @@ class _Renderer:
             self.out.add("\n" if self.emitting() else "")
             return
         word, _, rest = info.partition(" ")
+        if kind == "admon":  # warning "Осторожно"
+            self.flush_label()
+            title = rest.strip().strip('"').strip()
+            self.pending = (title or LABELS.get(word.lower(), word.capitalize()), indent, "admon")
+            return
         if "[" in word:  # :::info[Заголовок]
             word, _, more = info.partition("[")
             rest = more.rsplit("]", 1)[0]
@@ -962,7 +981,13 @@ def _yfm(raw: str, ctx: _Ctx) -> _Dir:
         return _Dir("open", "y:note", title or LABELS.get(kind, "Примечание"), label=True)
     if name == "cut":
         return _Dir("open", "y:cut", " ".join(rest), block=True)
-    if name in ("list", "if", "ifdef", "changelog"):
+    if name in ("hint", "callout", "admonition"):  # GitBook: {% hint style="warning" %}
+        attrs = _attrs(raw)
+        kind = (attrs.get("style") or attrs.get("type") or (rest[0] if rest else "info")).lower()
+        return _Dir("open", f"y:{name}", attrs.get("title") or LABELS.get(kind, "Примечание"), label=True)
+    if name == "tab":  # GitBook: {% tab title="Windows" %}
+        return _Dir("open", "y:tab", _attrs(raw).get("title", ""), block=True)
+    if name in ("list", "if", "ifdef", "changelog", "tabs"):
         return _Dir("open", f"y:{name}")
     if name.startswith("end"):
         return _Dir("close", f"y:{name[3:]}")

@@ -3,7 +3,7 @@
 markdown-it-py is a maintained CommonMark implementation whose block tokens carry the source lines
 they came from (``Token.map``); the chunker needs exactly that to keep every chunk's span exact.
 GFM tables and strikethrough are enabled, footnote definitions come from mdit-py-plugins, and ``:::``
-containers (Docusaurus admonitions) too when the reader asks for them.
+containers (Docusaurus admonitions) and MkDocs ``!!! note`` admonitions too when the reader asks for them.
 
 One deliberate leniency over CommonMark: a backtick fence whose info string holds backticks
 (```` ```js run header="`let` и `const`" ````) is a fence here. Strict CommonMark reads such a line as
@@ -24,6 +24,7 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_block.fence import make_fence_rule
 from markdown_it.rules_block.state_block import StateBlock
 from markdown_it.token import Token
+from mdit_py_plugins.admon import admon_plugin
 from mdit_py_plugins.container import container_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 
@@ -53,6 +54,7 @@ def _build(containers: bool) -> MarkdownIt:
     md.use(footnote_plugin)
     if containers:
         md.use(container_plugin, name="admonition", validate=_any_container)
+        md.use(admon_plugin)
     md.disable("inline")
     return md
 
