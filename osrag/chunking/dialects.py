@@ -171,6 +171,22 @@ _LIST_START = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
 _DIRECTIVE_LINE = re.compile(
     r"\{/?(?:note|tabs?|cut|include|includetag|ifdef|ifndef)\b|\{%-?\s*(?:end)?(?:note|cut|list|include)\b"
 )
+_MYST = re.compile(r"\{([\w-]+)\}(.*)")
+_MYST_PROSE = frozenset(
+    [
+        "note",
+        "warning",
+        "tip",
+        "hint",
+        "important",
+        "attention",
+        "caution",
+        "danger",
+        "error",
+        "seealso",
+        "admonition",
+    ]
+)
 _LIBS_KEY = re.compile(r"[a-z][a-z_]*:.*")
 
 
@@ -264,6 +280,17 @@ def _read(text: str, ctx: _Ctx, key: str, stack: tuple[str, ...], tags: frozense
         a, b = tok.map
         if tok.type == "code_block" and any(_DIRECTIVE_LINE.match(x.strip()) for x in lines[a:b]):
             continue  # directives indented too deep under a list item: prose its author indented
+        myst = _MYST.match(tok.info.strip()) if tok.type == "fence" else None
+        if myst and myst.group(1).lower() in _MYST_PROSE:  # ```{note} Заголовок: MyST, prose inside
+            replace[a] = ("admon", f"{myst.group(1)} {myst.group(2).strip()}")
+            last = b - 1
+            if a < last < len(lines) and lines[last].strip().startswith(tok.markup[:3]):
+                replace[last] = ("close", "")
+            for k in range(a + 1, min(b, len(lines))):
+                if not lines[k].strip().startswith(":"):
+                    break
+                replace[k] = ("skip", "")  # :class: and other options
+            continue
         if tok.type in ("fence", "code_block"):
             for k in range(a, min(b, len(lines))):
                 code[k] = True
@@ -424,6 +451,8 @@ class _Renderer:
             self.out.add(line + "\n", soft=False)
 
     def container(self, kind: str, info: str, indent: str) -> None:
+        if kind == "skip":
+            return
         if kind == "close":
             self.flush_label()
             self.pop("c:container")

@@ -149,13 +149,15 @@ def test_docusaurus_admonitions() -> None:
     assert "Совет дня: Используйте теги." in text
 
 
-def test_mkdocs_admonitions_and_gitbook_hints_and_tabs() -> None:
+def test_mkdocs_admonitions_gitbook_hints_and_tabs_myst_directives() -> None:
     text = bodies(chunks("mkdocs_gitbook.md"))
     assert "Осторожно: Восстановление перезаписывает данные." in text
     assert "```bash\nbackup restore --all\n```" in text  # the admonition's code, no longer indented
     assert "Примечание: Копии хранятся 30 дней." in text
     assert "Примечание: Копирование запускается каждую ночь." in text
     assert "Linux:\n\nУстановите агент из пакета." in text
+    assert "Данные удаляются: Удаленную копию нельзя вернуть." in text  # MyST ```{warning}, prose
+    assert ":class:" not in text and '```{code-block} python\nprint("это код")\n```' in text
 
 
 def test_mdx_imports_components_and_html_tags_go_placeholders_stay() -> None:
