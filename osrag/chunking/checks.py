@@ -20,6 +20,7 @@ _MARKUP = re.compile(
     r"|\{\{[<%]"
     r"|<!--"
     r"|^\s*:::"
+    r"|^\s*[!?]{3}\s+[a-z]+"
     r"|^\s*\[/[a-z]+\]\s*$"
     r"|^\s*\[(?:smart|warn|info|cut|online|edit|iframe|codetabs|head)\b[^\]]*\]\s*$"
     r"|</?(?:Tabs|TabItem|Admonition|Details)\b"

@@ -20,8 +20,10 @@ Dialects: brace directives (``{note:…}``, ``{tabs}``/``{tab(…)}``, ``{cut(�
 ``{includetag(…)}``, ``{ifdef(…)}``/``{ifndef(…)}``, ``{var(…)}``, ``{linkto(…)[text=…]}``,
 ``{heading(…)[id=…]}``, ``{caption(…)}``, ``{counter(…)}``, ``{const(…)}``, ``{params[…]}``),
 YFM (``{% note %}``, ``{% cut %}``, ``{% list tabs %}``, ``{% include %}``, ``{% if %}``), heading
-ids ``{#id}``, Docusaurus ``:::note`` containers, MDX/JSX component tags, known HTML tags,
-BBCode-like ``[tag …]…[/tag]`` lines of tutorial engines, Hugo shortcodes, a leading ``libs:`` block.
+ids ``{#id}``, Docusaurus ``:::note`` containers, MkDocs ``!!! note`` admonitions, MyST
+```` ```{note} ```` fences, GitBook ``{% hint %}``/``{% tab %}``, MDX/JSX component tags, known HTML
+tags, BBCode-like ``[tag …]…[/tag]`` lines and ``<info:…>`` links of tutorial engines, Hugo
+shortcodes, a leading ``libs:`` block, AsciiDoc ``|===`` tables.
 
 Nothing inside code changes: fenced and indented code (found by the Markdown parser) and inline
 code spans are copied verbatim. A fence that never closes is closed at the end and noted.
