@@ -394,11 +394,18 @@ def read_document(
     else:
         conv = convert(path, raw, fmt)
         body = conv.markdown
+    included: list[str] = []  # files its include directives read (osrag.sync watches them)
     if fmt == "markdown":  # the team's dialect -> readable Markdown (osrag.chunking.dialects)
+        files = FileIncludes(root, max_bytes)
+
+        def include(target: str, including: str) -> tuple[str, str] | None:
+            got = files(target, including)
+            if got is not None:
+                included.append(got[0])
+            return got
+
         try:
-            reading = read_markdown(
-                body, variables=variables, include=FileIncludes(root, max_bytes), key=rel.as_posix()
-            )
+            reading = read_markdown(body, variables=variables, include=include, key=rel.as_posix())
         except Exception as exc:  # a reader bug fails this file, not the ingest
             raise DocumentError(name, f"cannot read its Markdown: {type(exc).__name__}: {exc}") from exc
         body, notes = reading.text, reading.notes
@@ -430,6 +437,8 @@ def read_document(
     metadata: dict[str, Any] = {k: meta[k] for k in _DOC_FIELDS if k in meta}
     metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
     metadata["format"] = fmt
+    if included:
+        metadata["includes"] = sorted(set(included))
     if front.meta:
         metadata["meta"] = front.meta
     if base_url:

@@ -29,6 +29,7 @@ from osrag import counting, observability
 from osrag.admin import Admin
 from osrag.chunking import ChunkingConfig, Document, chunk_document
 from osrag.chunking.model import MAX_CHARS_PER_TOKEN
+from osrag.context import CONTEXT_PROPERTIES, Contextualizer, contextualizer_for, embedding_text
 from osrag.documents import (
     READ_PROPERTIES,
     ReadOptions,
@@ -60,11 +61,13 @@ from osrag.sync import (
     FileStamp,
     StoredFile,
     Unchanged,
+    bytes_digest,
     origin_of,
     recipe,
     stamp_file,
     stored_files,
     unchanged,
+    with_includes,
 )
 from osrag.versions import PreparedDoc, VersionStore, chunk_source
 
@@ -206,8 +209,11 @@ class Ingester:
         *,
         replace: bool = False,
         store: VersionStore | None = None,
+        contextualizer: Contextualizer | None = None,
     ) -> None:
         self.s = settings
+        #: The context each chunk is embedded and BM25-indexed with (``osrag.context``).
+        self.contextualizer = contextualizer if contextualizer is not None else contextualizer_for(settings)
         #: Replace a document whose stored source is another file (refused by default: two files, one id).
         self.replace = replace
         self.admin = admin or Admin(settings)
@@ -246,6 +252,8 @@ class Ingester:
         # the sync fields (osrag.sync) and the read side's meta/url (osrag.documents).
         have = mapping.get("properties") or {}
         wanted = {"content_hash": {"type": "keyword"}, **SYNC_PROPERTIES, **READ_PROPERTIES}
+        if self.contextualizer.recipe:
+            wanted.update(CONTEXT_PROPERTIES)
         missing = {k: v for k, v in wanted.items() if k not in have}
         if missing:
             self.cluster.call(
@@ -391,10 +399,14 @@ class Ingester:
                 self.store.lock = None
         # Which tokenizer made the stored token_count values: a search reuses them only when
         # its budget tokenizer is the same one (osrag.counting).
-        changes: dict[str, Any] = {"last_ingest_at": utcnow().isoformat()}
-        if model.loaded is not None:
-            changes["token_counter"] = counting.model_counter(model.loaded).identity()
-        self.admin.update_meta(index, **changes)
+        # An ingest that changed nothing (every file unchanged) leaves _meta alone: the index's
+        # last ingest stays its last change (readers' caches keyed on it stay valid), and an
+        # unchanged re-ingest costs no cluster-state update.
+        if report.indexed or report.pruned or report.failed_items:
+            changes: dict[str, Any] = {"last_ingest_at": utcnow().isoformat()}
+            if model.loaded is not None:
+                changes["token_counter"] = counting.model_counter(model.loaded).identity()
+            self.admin.update_meta(index, **changes)
         report.seconds = time.perf_counter() - started
         observability.log_ingest(report)
         return report
@@ -490,6 +502,7 @@ class Ingester:
                     raise DocumentSkipped(str(path), "no indexable text after chunking")
                 # Hard limits whatever the chunker did (a 2.5M-character word, a 100K heading).
                 chunks = guard_chunks(chunks, self.config.max_tokens * MAX_CHARS_PER_TOKEN * 2, count)
+                contexts = self.contextualizer.contexts(doc, chunks) if self.contextualizer.recipe else None
             except DocumentSkipped as exc:  # left out by design (no text, a FIFO...), with its reason
                 report.skips.append((exc.path, exc.reason))
                 _tick(progress, str(path), "skipped")
@@ -510,7 +523,8 @@ class Ingester:
                 continue
             seen.add(doc.doc_id)
             version = self._version(doc, model.name, item.stamp)
-            batch.append(PreparedDoc(doc, str(path), f"{doc.doc_id}@{version}", chunks, stamp=item.stamp))
+            key = f"{doc.doc_id}@{version}"
+            batch.append(PreparedDoc(doc, str(path), key, chunks, stamp=item.stamp, contexts=contexts))
             n_chunks += len(chunks)
             if len(batch) >= self.s.ingest_batch_docs or n_chunks >= self.s.ingest_batch_chunks:
                 flush(batch)
@@ -529,6 +543,8 @@ class Ingester:
         h.update(repr(sorted(doc.variables.items())).encode("utf-8"))  # they change the chunk text
         if stamp is not None:
             h.update(repr((stamp.collection, stamp.origin, stamp.file_hash)).encode("utf-8"))
+        if self.contextualizer.recipe:  # the contexts change what is embedded (none adds nothing)
+            h.update(f"context={self.contextualizer.recipe}".encode())
         return h.hexdigest()[:16]
 
     def recipe_key(self, model_name: str, collection: str, reading: str = "") -> str:
@@ -537,6 +553,8 @@ class Ingester:
         the rules that apply, the base URL)."""
         from osrag import __version__
 
+        if self.contextualizer.recipe:
+            reading += f"|context={self.contextualizer.recipe}"
         return recipe(__version__, self.strategy, self.config, model_name, collection, reading)
 
     def _same_source_only(
@@ -590,10 +608,11 @@ class Ingester:
         t0 = time.perf_counter()
         old_keys = sorted({k for p in todo for k in current.get(p.doc.doc_id, ())})
         stored = self.store.stored_vectors(index, old_keys) if old_keys else {}
-        texts = [c.text for p in todo for c in p.chunks if c.text not in stored]
+        embedded = {id(p): [embedding_text(x, c.text) for c, x in zip(p.chunks, _contexts(p))] for p in todo}
+        texts = [t for p in todo for t in embedded[id(p)] if t not in stored]
         new = iter(model.get().encode_passages(texts) if texts else [])
         for p in todo:
-            p.vectors = [stored[c.text] if c.text in stored else next(new) for c in p.chunks]
+            p.vectors = [stored[t] if t in stored else next(new) for t in embedded[id(p)]]
         report.reused_vectors += sum(len(p.chunks) for p in todo) - len(texts)
         report.embed_seconds += time.perf_counter() - t0
         return todo, current
@@ -650,8 +669,9 @@ class _Sync:
         """The files under ``paths`` as ``read_tree`` reads them, except that a file whose stamp
         is the stored one is not read at all (``before_read``)."""
         opts = self.options
-        stamps: dict[str, FileStamp] = {}
+        stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}
         recipes: dict[tuple[str, int], str] = {}
+        digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
 
         def before_read(path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
             coll = opts.collection or collection_of(root)
@@ -662,18 +682,23 @@ class _Sync:
             stamp = stamp_file(path, root, coll, recipes[key], opts.max_bytes)
             if stamp is None:
                 return None
+            if root not in digests:
+                digests[root] = bytes_digest(root.resolve(), opts.max_bytes)
             known = self._stored(coll).get(stamp.origin, [])
-            if unchanged(stamp, known):
+            if unchanged(stamp, known, digests[root]):
                 return Unchanged(display_path(path), stamp, known[0].doc_id)
-            stamps[display_path(path)] = stamp
+            stamps[display_path(path)] = (stamp, digests[root])
             return None
 
         for shown, got in read_tree(paths, opts, self.read_report, before_read):
             if isinstance(got, Unchanged):
                 yield Item(shown, None, got.stamp, doc_id=got.doc_id)
                 continue
-            stamp = stamps.pop(shown, None)
-            if stamp is not None and isinstance(got, Document):
+            stamped = stamps.pop(shown, None)
+            stamp = None
+            if stamped is not None and isinstance(got, Document):
+                # The stamp covers the files its includes read (an edited include changes it).
+                stamp = with_includes(stamped[0], got.metadata.get("includes") or (), stamped[1])
                 self.read_as[stamp.origin] = got.doc_id
             yield Item(shown, got, stamp)
 
@@ -696,6 +721,10 @@ class _Sync:
         if left:
             log.warning("prune: %d version(s) kept hidden, their chunks could not be deleted", len(left))
         return sorted(doomed)
+
+
+def _contexts(p: PreparedDoc) -> list[str]:
+    return p.contexts if p.contexts is not None else [""] * len(p.chunks)
 
 
 def _tick(progress: Callable[[str, str], None] | None, path: str, outcome: str) -> None:

@@ -9,7 +9,10 @@ from a file carries three keywords:
 * ``origin`` -- ``{collection}/{path relative to the ingest root}``: the file, whatever ``doc_id``
   its front matter gives;
 * ``file_hash`` -- a hash of the file's raw bytes and of the *recipe* (everything else that
-  shapes its chunks: chunking settings, strategy, model, osrag's version, reader options).
+  shapes its chunks: chunking settings, strategy, model, osrag's version, reader options), and
+  of the raw bytes of every file its include directives read;
+* ``includes`` -- those files (paths relative to the ingest root), so that an edited include
+  file makes every document that includes it "changed" without parsing anything.
 
 Before anything is parsed, one paged aggregation per collection reads ``origin`` ->
 (``file_hash``, ``doc_id``, ``version_key``) over the chunks readers see; a file whose hash is
@@ -24,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ SYNC_PROPERTIES: dict[str, Any] = {
     "collection": {"type": "keyword"},
     "origin": {"type": "keyword"},
     "file_hash": {"type": "keyword"},
+    "includes": {"type": "keyword"},
     "full_id": {"type": "keyword", "index": False, "doc_values": False},
 }
 #: Buckets per page of the stored-files aggregation.
@@ -50,6 +54,7 @@ class FileStamp:
     collection: str
     origin: str
     file_hash: str
+    includes: tuple[str, ...] = ()
 
 
 class Unchanged(DocumentSkipped):
@@ -68,6 +73,7 @@ class StoredFile:
     doc_id: str
     file_hash: str
     version_key: str
+    includes: tuple[str, ...] = ()
 
 
 def recipe(*parts: Any) -> str:
@@ -100,9 +106,49 @@ def stamp_file(path: Path, root: Path, collection: str, recipe_key: str, max_byt
     return FileStamp(collection, origin_of(path, root, collection), h.hexdigest()[:32])
 
 
-def unchanged(stamp: FileStamp, stored: Sequence[StoredFile]) -> bool:
-    """The file's one visible document already holds exactly these bytes under this recipe."""
-    return len(stored) == 1 and stored[0].file_hash == stamp.file_hash
+def with_includes(stamp: FileStamp, includes: Sequence[str], digest: Callable[[str], str]) -> FileStamp:
+    """``stamp`` covering the files ``includes`` too (``digest``: a file's bytes hash by its path
+    relative to the root, ``""`` when it cannot be read)."""
+    if not includes:
+        return stamp
+    deps = sorted(set(includes))
+    h = hashlib.sha256(stamp.file_hash.encode("ascii"))
+    for d in deps:
+        h.update(f"\0{d}\0{digest(d)}".encode())
+    return FileStamp(stamp.collection, stamp.origin, h.hexdigest()[:32], tuple(deps))
+
+
+def bytes_digest(root: Path, max_bytes: int) -> Callable[[str], str]:
+    """A cached ``digest`` for ``with_includes`` over the regular files below ``root``."""
+    seen: dict[str, str] = {}
+
+    def digest(rel: str) -> str:
+        if rel not in seen:
+            out = ""
+            try:
+                p = root / rel
+                st = os.stat(p)
+                if stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
+                    with open(p, "rb") as fh:
+                        out = hashlib.sha256(fh.read(max_bytes + 1)).hexdigest()
+            except (OSError, ValueError):
+                out = ""
+            seen[rel] = out
+        return seen[rel]
+
+    return digest
+
+
+def unchanged(
+    stamp: FileStamp, stored: Sequence[StoredFile], digest: Callable[[str], str] | None = None
+) -> bool:
+    """The file's one visible document already holds exactly these bytes under this recipe (and
+    the files it includes hold the bytes they held then)."""
+    if len(stored) != 1:
+        return False
+    if stored[0].includes and digest is not None:
+        stamp = with_includes(stamp, stored[0].includes, digest)
+    return stored[0].file_hash == stamp.file_hash
 
 
 def stored_files(
@@ -122,6 +168,7 @@ def stored_files(
                 {"h": {"terms": {"field": "file_hash"}}},
                 {"d": {"terms": {"field": "doc_id"}}},
                 {"v": {"terms": {"field": "version_key"}}},
+                {"i": {"terms": {"field": "includes", "missing_bucket": True}}},
             ],
         }
         if after:
@@ -140,7 +187,12 @@ def stored_files(
         agg = resp["aggregations"]["f"]
         for b in agg["buckets"]:
             k = b["key"]
-            out.setdefault(k["o"], []).append(StoredFile(k["d"], k["h"], k["v"]))
+            docs = out.setdefault(k["o"], [])
+            inc = (k["i"],) if k.get("i") is not None else ()
+            if docs and (docs[-1].doc_id, docs[-1].version_key) == (k["d"], k["v"]):
+                docs[-1] = StoredFile(k["d"], k["h"], k["v"], docs[-1].includes + inc)
+            else:
+                docs.append(StoredFile(k["d"], k["h"], k["v"], inc))
         after = agg.get("after_key")
         if not after or len(agg["buckets"]) < PAGE:
             return out
@@ -151,9 +203,11 @@ __all__ = [
     "FileStamp",
     "StoredFile",
     "Unchanged",
+    "bytes_digest",
     "origin_of",
     "recipe",
     "stamp_file",
     "stored_files",
     "unchanged",
+    "with_includes",
 ]

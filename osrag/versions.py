@@ -36,6 +36,7 @@ from typing import Any
 from osrag import bulk
 from osrag.chunking import Chunk, Document
 from osrag.connection import Cluster
+from osrag.context import embedding_text
 from osrag.convert import TEXT_FORMATS
 from osrag.frontmatter import acl_groups
 from osrag.locking import FENCE, FENCE_END, WriteLock, WriteLost, describe_writer, read_writer
@@ -58,6 +59,7 @@ class PreparedDoc:
     chunks: list[Chunk]
     vectors: Any = None  # one embedding per chunk
     stamp: FileStamp | None = None  # the file it was read from (osrag.sync); None for in-memory documents
+    contexts: list[str] | None = None  # one context per chunk (osrag.context); None: no context
 
 
 @dataclass(frozen=True)
@@ -206,8 +208,9 @@ class VersionStore:
         return left_all
 
     def stored_vectors(self, index: str, keys: Sequence[str]) -> dict[str, Any]:
-        """Embedded text -> its stored vector, over the chunks of versions ``keys``: a changed
-        document re-embeds only chunks whose text is new (the model is the index's own)."""
+        """Embedded text (``osrag.context.embedding_text``: context and chunk text) -> its stored
+        vector, over the chunks of versions ``keys``: a changed document re-embeds only chunks whose
+        embedded text is new (the model is the index's own)."""
         if not keys:
             return {}
         resp = self.cluster.call(
@@ -216,7 +219,7 @@ class VersionStore:
             index=index,
             body={
                 "size": 10_000,
-                "_source": ["text", "embedding"],
+                "_source": ["text", "context", "embedding"],
                 "query": {"bool": {"filter": [{"terms": {"version_key": list(keys)}}]}},
             },
             params={"request_cache": "false"},
@@ -225,7 +228,7 @@ class VersionStore:
         for h in resp["hits"]["hits"]:
             src = h.get("_source") or {}
             if isinstance(src.get("text"), str) and src.get("embedding"):
-                out[src["text"]] = src["embedding"]
+                out[embedding_text(str(src.get("context") or ""), src["text"])] = src["embedding"]
         return out
 
     def _bulk(self, index: str, todo: Sequence[PreparedDoc], now: str) -> BatchOutcome:
@@ -234,11 +237,12 @@ class VersionStore:
 
         def actions() -> Iterator[dict[str, Any]]:
             for p in todo:
-                for c, vector in zip(p.chunks, p.vectors):
+                contexts = p.contexts or [""] * len(p.chunks)
+                for c, vector, context in zip(p.chunks, p.vectors, contexts):
                     full = f"{p.version_key}:{c.ordinal}"
                     _id = bounded_id(full)
                     key_of[_id] = p.version_key
-                    src = chunk_source(p.doc, c, p.version_key, vector, now, p.stamp)
+                    src = chunk_source(p.doc, c, p.version_key, vector, now, p.stamp, context)
                     if _id != full:
                         src["full_id"] = full
                     yield {"_op_type": "index", "_index": index, "_id": _id, "_source": src}
@@ -294,7 +298,13 @@ def visible_values(
 
 
 def chunk_source(
-    doc: Document, c: Chunk, version_key: str, vector: Any, now: str, stamp: FileStamp | None = None
+    doc: Document,
+    c: Chunk,
+    version_key: str,
+    vector: Any,
+    now: str,
+    stamp: FileStamp | None = None,
+    context: str = "",
 ) -> dict[str, Any]:
     """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out);
     a document read from a file also carries its ``collection``, ``origin`` and ``file_hash``
@@ -317,6 +327,7 @@ def chunk_source(
         "breadcrumb": " > ".join(c.heading_path),
         "heading_path": list(c.heading_path),
         "text": c.text,
+        "context": context or None,  # osrag.context: embedded with the text, its own BM25 field
         "body": c.body,
         "start": c.start,
         "end": c.end,
@@ -337,6 +348,8 @@ def chunk_source(
     }
     if stamp is not None:
         src.update(collection=stamp.collection, origin=stamp.origin, file_hash=stamp.file_hash)
+        if stamp.includes:
+            src["includes"] = list(stamp.includes)
     # The read side (osrag.documents): front-matter keys osrag does not read, and the passage's
     # link -- the page URL (--base-url) with the chunk's heading anchor (Markdown chunks carry one).
     # (a converted file's own anchors come from its locations; its Markdown headings are not in the original)

@@ -201,3 +201,33 @@ def test_long_cyrillic_path_and_collection_are_indexed_with_their_batch(
     tree(kb, {deep: page("чай", 3)})
     again = Ingester(small).ingest([kb], collection=collection.strip("-"))
     assert again.indexed == 1 and docs(admin, visible=False)[long_id] == 3
+
+
+def test_an_edited_include_file_re_reads_the_pages_that_include_it(
+    admin: Admin, small: Settings, tmp_path: Path
+) -> None:
+    kb = tree(
+        tmp_path / "kb",
+        {
+            "_includes/_note.md": "Общий абзац про тарифы: старая цена.\n",
+            "a.md": "# Страница A\n\nПро чай.\n\n{include(_includes/_note.md)}\n",
+            "b.md": page("лампы", 2),
+        },
+    )
+    first = Ingester(small).ingest([kb])
+    assert first.indexed == 3
+    assert Ingester(small).ingest([kb]).skipped == 3  # nothing changed
+    tree(kb, {"_includes/_note.md": "Общий абзац про тарифы: новая цена.\n"})
+    again = Ingester(small).ingest([kb])
+    # a.md's own bytes did not change, but a file it includes did: it is read again.
+    assert (again.indexed, again.skipped) == (2, 1)
+    texts = admin.cluster.client.search(
+        index=admin.alias,
+        body={
+            "size": 20,
+            "query": {"bool": {"filter": [{"term": {"doc_id": "kb/a"}}, visibility_filter(admin.alias)]}},
+        },
+    )["hits"]["hits"]
+    joined = " ".join(h["_source"]["text"] for h in texts)
+    assert "новая цена" in joined and "старая цена" not in joined
+    assert Ingester(small).ingest([kb]).skipped == 3
