@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import numpy as np
 from osrag.access import Principal, access_clauses
 from osrag.errors import ClusterError, InputError
 from osrag.names import content_hash, visibility_filter
+from osrag.variants import variant_clauses
 
 MAX_QUESTION_CHARS = 4000
 FILTER_KEYS = (
@@ -39,7 +41,7 @@ META_PREFIX = "meta."
 META_KEY = re.compile(r"^[^\s.][^\s]{0,199}$")
 MODES = ("hybrid", "bm25", "bm25-text", "bm25-std", "knn")
 #: Upper bound on the analysed tokens the lexical head may ask for. Each token becomes a clause
-#: on each of the four matched fields, and the cluster refuses a query with more than
+#: on each of the five matched fields, and the cluster refuses a query with more than
 #: ``indices.query.bool.max_clause_count`` (1024) clauses -- a legal 4000-character question
 #: of short words would otherwise fail with a server error.
 MAX_LEXICAL_TOKENS = 128
@@ -135,6 +137,10 @@ def filter_clauses(alias: str, filters: Mapping[str, Any], principal: Principal)
 BREADCRUMB_BOOST = 0.6
 TITLE_BOOST = 0.4
 IDENT_BOOST = 1.5
+#: The chunk's document context (``osrag.context``; empty unless a contextualizer was on at ingest):
+#: matched below title and breadcrumb, as it repeats them with the document's lead sentence
+#: (golden/report/contextual.md).
+CONTEXT_BOOST = 0.3
 
 _WORD = re.compile(r"[0-9A-Za-zА-Яа-яЁё_][0-9A-Za-zА-Яа-яЁё_.\-]*[0-9A-Za-zА-Яа-яЁё_]|[0-9A-Za-zА-Яа-яЁё]")
 _JOINED_LATIN = re.compile(r"[A-Za-z0-9][-_.][A-Za-z0-9]")
@@ -154,7 +160,14 @@ def _is_identifier(word: str) -> bool:
 
 def identifier_terms(question: str) -> list[str]:
     """The exact codes a question names, lowercased (matched whole, never stemmed)."""
-    return sorted({w.lower() for w in _WORD.findall(question) if _is_identifier(w)})
+    return list(_identifier_terms(question))
+
+
+@functools.lru_cache(maxsize=4096)
+def _identifier_terms(question: str) -> tuple[str, ...]:
+    # One search asks this of its question several times (the BM25 head, the probes, the gate,
+    # the annotation, the envelope's status): computed once.
+    return tuple(sorted({w.lower() for w in _WORD.findall(question) if _is_identifier(w)}))
 
 
 def bm25_head(
@@ -176,7 +189,12 @@ def bm25_head(
             {"match": {"text": {"query": question}}},
             {"match": {"breadcrumb": {"query": question, "boost": BREADCRUMB_BOOST}}},
             {"match": {"title": {"query": question, "boost": TITLE_BOOST}}},
+            {"match": {"context": {"query": question, "boost": CONTEXT_BOOST}}},
         ]
+        # The question re-read (wrong layout, translit) on the same fields, misspelt words fuzzy;
+        # nothing for an ordinary question (osrag.variants).
+        fields = {f: c.get("boost", 1.0) for m in should for f, c in m["match"].items()}
+        should += variant_clauses(question, fields)
         codes = identifier_terms(question)
         if codes:
             should.append({"match": {"text.ident": {"query": " ".join(codes), "boost": IDENT_BOOST}}})
@@ -394,15 +412,16 @@ def _source_of(h: Mapping[str, Any]) -> dict[str, Any]:
     return src
 
 
-def decode_vector(value: str | Sequence[float]) -> list[float]:
-    """A ``VECTOR_SCRIPT`` value as floats: base64 of little-endian float32 (a list of numbers,
-    as an older script sent it, passes through)."""
+def decode_vector(value: str | Sequence[float]) -> np.ndarray:
+    """A ``VECTOR_SCRIPT`` value as a float32 array: base64 of little-endian float32, read in place
+    (no list of Python floats: the gate and selection work on arrays); a list of numbers, as an
+    older script sent it, becomes the same array."""
     if not isinstance(value, str):
-        return [float(x) for x in value]
+        return np.asarray(value, dtype=np.float32)
     raw = base64.b64decode(value, validate=True)
     if len(raw) % 4:
         raise ValueError(f"a vector's base64 decodes to {len(raw)} bytes, not a whole number of float32")
-    return np.frombuffer(raw, dtype="<f4").tolist()  # type: ignore[no-any-return]
+    return np.frombuffer(raw, dtype="<f4")
 
 
 def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
@@ -415,8 +434,21 @@ def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
             rank=i + 1,
             named=frozenset(h.get("matched_queries") or ()),
         )
-        for i, h in enumerate(resp["hits"]["hits"])
+        for i, h in enumerate((resp.get("hits") or {}).get("hits") or ())
     ]
+
+
+#: What a candidates search needs of the answer (``filter_path``): the server's time, the shards'
+#: account (partial answers), each hit's id, score, source, script field and named queries, and
+#: the gate's aggregation -- the rest (index names, totals, max score) is never read.
+CANDIDATES_FILTER_PATH = ",".join(
+    [
+        "took",
+        "_shards",
+        *(f"hits.hits.{k}" for k in ("_id", "_score", "_source", "fields", "matched_queries")),
+        "aggregations",
+    ]
+)
 
 
 def shards_missing(resp: Mapping[str, Any]) -> str | None:

@@ -111,7 +111,7 @@ def rank_and_select(
             # Rank-derived so that selection walks the final order.
             score=float(len(ordered) - pos),
             kind=h.source.get("kind", "text"),
-            embedding=h.source.get("embedding") or None,  # Candidate makes it a tuple of floats
+            embedding=_vector(h.source.get("embedding")),
             section_id=h.source.get("section_id"),
         )
         for pos, h in enumerate(ordered)
@@ -161,6 +161,14 @@ def rank_and_select(
         timings_ms={k: round(v, 2) for k, v in (timings or {}).items()},
         notes=list(notes),
     )
+
+
+def _vector(value: Any) -> Any:
+    """A candidate's stored vector as selection takes it: a float32 array from the query path (kept
+    as it is), a list from ``_source`` (made a tuple by ``Candidate``); None when absent or empty."""
+    if value is None or not len(value):
+        return None
+    return value
 
 
 def gate_of(settings: Settings, policy: str, model: str | None = None) -> Gate:

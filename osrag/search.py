@@ -35,6 +35,7 @@ from osrag.errors import ClusterError, IndexStateError, InputError, ModelError
 from osrag.names import pipeline_name, state_index
 from osrag.observability import observe_search
 from osrag.query import (
+    CANDIDATES_FILTER_PATH,
     MAX_QUESTION_CHARS,
     MODES,
     Hit,
@@ -55,6 +56,7 @@ from osrag.query import (
 from osrag.rerank import Reranker
 from osrag.settings import MAX_BUDGET_TOKENS, Settings, load_settings
 from osrag.steps import Call, Steps, T, Work, run_steps
+from osrag.variants import embedding_text
 
 __all__ = ["MAX_QUESTION_CHARS", "Call", "Hit", "QuerySteps", "Retrieval", "SearchClient", "Work"]
 
@@ -208,7 +210,8 @@ class QuerySteps:
             vector = None
             if mode in ("hybrid", "knn"):
                 t0 = time.perf_counter()
-                vector = yield Work(functools.partial(self._encode_query, question))
+                # A question in the wrong layout or in translit is embedded as the user meant it.
+                vector = yield Work(functools.partial(self._encode_query, embedding_text(question)))
                 timings["embed_query"] = (time.perf_counter() - t0) * 1000
             server_collapse = (
                 self.s.collapse_duplicates
@@ -257,7 +260,7 @@ class QuerySteps:
             if server_collapse:
                 body = collapsed(body)
             body = adapt_search_body(body, caps)
-            params: dict[str, Any] = {}
+            params: dict[str, Any] = {"filter_path": CANDIDATES_FILTER_PATH}
             if mode == "hybrid":
                 params["search_pipeline"] = pipeline or pipeline_name(self.s.alias, self.s.fusion)
             t0 = time.perf_counter()

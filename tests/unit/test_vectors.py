@@ -64,10 +64,11 @@ def test_hits_of_puts_the_script_fields_vector_where_source_vectors_go() -> None
         }
     }
     a, listed, b, c = hits_of(resp)
-    # The float32 values exactly, as float64 (not the decimal 0.1 the float32 approximates).
-    assert a.source["embedding"] == [float(np.float32(0.1)), float(np.float32(0.2))]
-    assert a.source["embedding"] != [0.1, 0.2]
-    assert listed.source["embedding"] == [0.5, 0.25]  # numbers, as the script sent them before
+    # The float32 values exactly (not the decimal 0.1 the float32 approximates), as an array.
+    assert a.source["embedding"].dtype == np.float32
+    assert a.source["embedding"].tolist() == [float(np.float32(0.1)), float(np.float32(0.2))]
+    assert a.source["embedding"].tolist() != [0.1, 0.2]
+    assert listed.source["embedding"].tolist() == [0.5, 0.25]  # numbers, as the script sent them before
     assert "embedding" not in b.source  # a chunk without a vector stays without one
     assert c.source["embedding"] == [0.3, 0.4]
 
@@ -77,8 +78,10 @@ def _b64(xs: list[float]) -> str:
 
 
 def test_decode_vector_reads_little_endian_float32_and_refuses_a_torn_value() -> None:
-    assert decode_vector(_b64([1.0, -2.5, 0.0])) == [1.0, -2.5, 0.0]
-    assert decode_vector(base64.b64encode(b"\x00\x00\x80\x3f").decode()) == [1.0]
+    got = decode_vector(_b64([1.0, -2.5, 0.0]))
+    assert got.dtype == np.float32 and got.tolist() == [1.0, -2.5, 0.0]  # an array, not a list
+    assert decode_vector(base64.b64encode(b"\x00\x00\x80\x3f").decode()).tolist() == [1.0]
+    assert decode_vector([0.5, 2]).tolist() == [0.5, 2.0]
     with pytest.raises(ValueError, match="not a whole number of float32"):
         decode_vector(base64.b64encode(b"\x00\x00\x80").decode())
     with pytest.raises(ValueError):
