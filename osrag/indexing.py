@@ -16,6 +16,7 @@ still fails is reported per item, never dropped.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -76,6 +77,8 @@ log = logging.getLogger(__name__)
 #: A doc_id longer than this is a per-file error (ids beyond 512 bytes are hashed into the
 #: ``_id``; a keyword holds at most 32,766 bytes, and the id travels in every version key).
 MAX_DOC_ID_BYTES = 4096
+#: Token counts remembered per ingest (pieces of text; bounded memory).
+COUNT_CACHE = 16_384
 
 
 # ---------------------------------------------------------------- the report
@@ -177,6 +180,7 @@ class _Model:
         self._ingester = ingester
         self._meta = meta
         self._emb: Embedder | None = ingester._embedder
+        self._counter: Callable[[str], int] | None = None
         if self._emb is not None:
             require_same_model(meta, self._emb)
 
@@ -187,6 +191,14 @@ class _Model:
     @property
     def loaded(self) -> Embedder | None:
         return self._emb
+
+    def counter(self) -> Callable[[str], int]:
+        """The model's token counter, remembering its answers for this ingest: the chunker
+        counts many pieces more than once (a third of the calls on the dev docs tree), and
+        each count is a tokenizer run."""
+        if self._counter is None:
+            self._counter = functools.lru_cache(maxsize=COUNT_CACHE)(self.get().count_tokens)
+        return self._counter
 
     def get(self) -> Embedder:
         if self._emb is None:
@@ -496,7 +508,7 @@ class Ingester:
                         path,
                         f"doc_id is {len(doc.doc_id.encode('utf-8'))} bytes long; the limit is {MAX_DOC_ID_BYTES}",
                     )
-                count = model.get().count_tokens
+                count = model.counter()
                 chunks = chunk_document(doc, self.strategy, self.config, count)
                 if not chunks:
                     raise DocumentSkipped(str(path), "no indexable text after chunking")
