@@ -86,6 +86,9 @@ def serve(
         port=s.serve_port,
         log_level=log_level,
         server_header=False,
+        # Idle keep-alive connections outlive the usual proxy/client idle timeouts (60 s), so the
+        # other side closes them first: a request sent just as the server closed one would be lost.
+        timeout_keep_alive=75,
         # X-Forwarded-* only from the loopback proxy (uvicorn's default list), never from anyone.
         forwarded_allow_ips="127.0.0.1",
     )

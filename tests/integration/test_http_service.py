@@ -10,6 +10,7 @@ no credential.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -164,7 +165,9 @@ def server(corpus: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="module")
 def public_server(corpus: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(corpus, tmp_path_factory.mktemp("serve-public"), {}, "--public-only")
+    srv = start_server(
+        corpus, tmp_path_factory.mktemp("serve-public"), {"OSRAG_SERVE_MAX_INFLIGHT": "2"}, "--public-only"
+    )
     yield srv
     stop(srv)
 
@@ -189,7 +192,7 @@ def one_line_error(resp: Any, status: int, *words: str) -> str:
 
 
 def search(srv: Server, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
-    return httpx.post(f"{srv.url}/v1/search", json=body, headers=headers or {}, timeout=60)
+    return httpx.post(f"{srv.url}/v1/search", json=body, headers=headers or {}, timeout=120)
 
 
 def doc_ids(resp: Any) -> set[str]:
@@ -369,6 +372,22 @@ def test_public_only_serves_public_chunks_to_anyone(public_server: Server) -> No
     with_token = search(public_server, q, auth({"groups": ["staff"]}))
     assert "staff-discount" not in doc_ids(with_token) and STAFF_CODE not in with_token.text
     assert "delivery" in doc_ids(search(public_server, {"question": "сколько стоит доставка по Москве?"}))
+
+
+def test_past_the_in_flight_limit_a_request_is_503_at_once(public_server: Server) -> None:
+    async def burst() -> list[Any]:
+        async with httpx.AsyncClient(base_url=public_server.url, timeout=120) as client:
+            return await asyncio.gather(
+                *(client.post("/v1/search", json={"question": f"доставка по Москве {i}"}) for i in range(16))
+            )
+
+    answers = asyncio.run(burst())
+    statuses = sorted(r.status_code for r in answers)
+    assert set(statuses) == {200, 503}, statuses  # 2 in flight at most; the others refused, none lost
+    busy = [r for r in answers if r.status_code == 503]
+    one_line_error(busy[0], 503, "in flight")
+    assert busy[0].headers.get("retry-after") == "1"
+    assert httpx.get(f"{public_server.url}/healthz", timeout=10).status_code == 200
 
 
 # ------------------------------------------------------------------------- nothing secret in logs
