@@ -6,8 +6,12 @@ chunked (``osrag.chunking``) and embedded here, in small batches; each batch is 
 replaces its chunks without a reader ever seeing a mix) on one writer thread, while the next
 batch is read and embedded. Every batch first checks the reindex lock (``osrag.locking``).
 
-Documents whose content hash (which also covers the chunking settings and the
-model) matches the visible version are skipped. Memory stays flat: documents
+A file whose bytes (with the files it includes and the settings that shape its chunks) are
+those its stored document was written from is skipped before it is read (``osrag.sync``);
+documents whose content hash (which also covers the chunking settings and the model)
+matches the visible version are skipped after reading. A changed document's chunks whose
+text is unchanged keep their stored vectors. The whole ingest holds the alias's write lock
+(``osrag.locking.WriteLock``): writers of one alias take turns, and every flip is fenced. Memory stays flat: documents
 are read, chunked, embedded and written in small batches, and bulk actions are
 streamed. Bulk items rejected with 429 or failing on timeouts are retried with
 backoff (``osrag.bulk``, the one retry policy ingest and reindex share); what

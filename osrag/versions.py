@@ -18,6 +18,9 @@ mix of old and new chunks, or the document missing in between:
   never flipped: its partial v2 chunks are deleted and v1 stays visible.
 * A crash between steps leaves extra hidden chunks, never a visible mix; the next
   ingest of the document redoes the steps (the ``_id``s are deterministic).
+* While a writer holds the alias's write lock (``osrag.locking.WriteLock``), every update
+  of ``hidden`` is fenced by it: a writer that lost the lock changes nothing.
+* An ``_id`` over 512 bytes is a hash of the full id (``bounded_id``), kept in ``full_id``.
 
 Apart from ``indexing`` (which reads, chunks and embeds documents and hands them
 over in batches) because this is the one place that knows the stored shape of a
