@@ -253,10 +253,15 @@ class DevNode(_Base):
             raise LauncherError(f"something already answers at {self.url} ({current.detail}); stop it first")
         self.install()
         security = self._ensure_security_files() if self.security else None
+        starting = proc.read_pid(self.pid_file)  # an earlier `up` timed out; its JVM still boots
         for _ in range(4 if repair else 1):  # each round can move one index aside
             t0 = time.monotonic()
             try:
-                self._start([self.spec], [opensearch_yml(self.spec, security)])
+                if starting is None:
+                    self._start([self.spec], [opensearch_yml(self.spec, security)])
+                else:
+                    self._log(f"the node started earlier (pid {starting}) is still starting; waiting for it")
+                    starting = None
             except LauncherError as exc:  # died before it detached (its reason and logs named)
                 died = str(exc)
             else:
