@@ -17,12 +17,13 @@ no variant and its request stays byte-identical; without ``pymorphy3`` there are
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +47,9 @@ _KEY_PUNCT = frozenset("[];',.`{}:\"<>~")
 _CYR = re.compile(r"[А-Яа-яЁё]")
 _LAT = re.compile(r"[A-Za-z]")
 _CYR_WORD = re.compile(r"^[А-Яа-яЁё]+$")
-#: Punctuation around a word that is punctuation in both layouts (kept as it is).
-_EDGE = '?!()«»"“”…'
+#: Punctuation around a word (kept as it is): the marks of both layouts, and what ЙЦУКЕН's ``? . , ; : "``
+#: come out as with QWERTY on (``& / ? $ ^ @``).
+_EDGE = '?!()«»"“”…&/$^@'
 _NOT_TEXT = re.compile(r"://|^www\.|@|/|\\|^\.|\.$")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 
@@ -114,8 +116,11 @@ _TRANSLIT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("z", ("з",)),
 )
 _TRANSLIT_WORD = re.compile(r"^[A-Za-z']+$")
-#: Readings of one word tried against the dictionary, at most.
-MAX_TRANSLIT_READINGS = 64
+#: Readings of one word tried against the dictionary, at most (and with a ь put back).
+MAX_TRANSLIT_READINGS = 16
+MAX_SOFT_SIGN_READINGS = 4
+_VOWELS = frozenset("аеёиоуыэюя")
+_SOFTENED = frozenset("бвгдзклмнпрстфхцчшщж")
 
 
 # ------------------------------------------------------------------ the dictionary
@@ -219,19 +224,32 @@ def _readings(word: str) -> list[str]:
                 break
         else:
             return []
-    out = []
-    for combo in itertools.islice(itertools.product(*parts), MAX_TRANSLIT_READINGS):
-        out.append("".join(combo))
-    return out
+    # ``y``/``i`` after a vowel is usually й (``bolshoy``, ``moi`` aside): that reading first.
+    for k in range(1, len(parts)):
+        if parts[k] in (("ы", "й"), ("и", "й")) and parts[k - 1][0][-1:] in _VOWELS and parts[k][0] == "ы":
+            parts[k] = ("й", "ы")
+    return ["".join(c) for c in itertools.islice(itertools.product(*parts), MAX_TRANSLIT_READINGS)]
+
+
+def _with_soft_sign(reading: str) -> list[str]:
+    """``reading`` with one ь after a consonant (people leave it out: ``skolko`` for сколько)."""
+    return [
+        reading[:i] + "ь" + reading[i:] for i in range(2, len(reading) + 1) if reading[i - 1] in _SOFTENED
+    ]
 
 
 def transliterations(word: str) -> str | None:
     """The Russian word a transliterated Latin ``word`` spells (``dostavka`` -> ``доставка``), or None."""
     if not _TRANSLIT_WORD.match(word) or _is_code(word) or len(word) < 2:
         return None
-    for reading in _readings(word):
+    readings = _readings(word)
+    for reading in readings:
         if is_russian_word(reading):
             return reading
+    for reading in readings[:MAX_SOFT_SIGN_READINGS]:
+        for soft in _with_soft_sign(reading):
+            if is_russian_word(soft):
+                return soft
     return None
 
 
@@ -262,11 +280,28 @@ def _words(question: str) -> list[tuple[str, str, str]]:
     return [_core(t) for t in question.split()]
 
 
-@functools.lru_cache(maxsize=4096)
+_OFF = threading.Event()
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """No variants in this process inside the block: the evaluation's "without" row (not for apps)."""
+    _OFF.set()
+    try:
+        yield
+    finally:
+        _OFF.clear()
+
+
 def find_variants(question: str) -> Variants:
     """The variants of ``question`` (empty for an ordinary question, or without the dictionary)."""
-    if _LEXICON.morph() is None:
+    if _OFF.is_set() or _LEXICON.morph() is None:
         return Variants()
+    return _find_variants(question)
+
+
+@functools.lru_cache(maxsize=4096)
+def _find_variants(question: str) -> Variants:
     words = _words(question)
     cyr_words = sum(1 for _, w, _ in words if _CYR.search(w))
     latin = [(i, w) for i, (_, w, _) in enumerate(words) if _LAT.search(w) and not _CYR.search(w)]
@@ -285,23 +320,40 @@ def find_variants(question: str) -> Variants:
     translit = None
     guessed: list[str] = []
     if not cyr_words and latin:
-        read = {i: r for i, w in latin if i not in switched and (r := transliterations(w))}
+        read = {i: r for i, w in latin if i not in switched and (r := _translit_token(w))}
         if any(len(words[i][1]) > 2 for i in read):
             for i, w in latin:
-                if i in switched or i in read or not _TRANSLIT_WORD.match(w) or _is_code(w):
+                core, tail = _split_tail(w)
+                if i in switched or i in read or not _TRANSLIT_WORD.match(core) or _is_code(core):
                     continue
-                first = _readings(w)[:1]
+                first = _readings(core)[:1]
                 if first:
-                    read[i] = first[0]
+                    read[i] = first[0] + tail
                     if len(first[0]) >= MIN_TYPO_LETTERS:
                         guessed.append(first[0])
             translit = _rebuild(words, read)
 
+    # Misspelt: unknown lower-case words; a capitalised word after the first is a name (Лютера,
+    # Бронкос), which a dictionary does not know either.
     typos: list[str] = list(dict.fromkeys(guessed))
-    for _, w, _ in words:
+    for n, (_, w, _) in enumerate(words):
+        if n and w[:1].isupper():
+            continue
         if is_typo(w) and w.lower() not in typos:
             typos.append(w.lower())
     return Variants(layout=layout, translit=translit, typos=tuple(typos[:MAX_TYPO_WORDS]))
+
+
+def _split_tail(word: str) -> tuple[str, str]:
+    """A Latin word and the sentence punctuation after it (``lampy,`` -> ``lampy``, ``,``)."""
+    core = word.rstrip(",.:;")
+    return core, word[len(core) :]
+
+
+def _translit_token(word: str) -> str | None:
+    core, tail = _split_tail(word)
+    read = transliterations(core)
+    return read + tail if read else None
 
 
 def _is_code_for_layout(word: str) -> bool:

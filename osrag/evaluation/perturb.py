@@ -1,0 +1,229 @@
+"""Perturbed copies of the dev sets' questions, and recall on each beside the clean one.
+
+Three ways a Russian question reaches a search box broken (``osrag.variants`` answers them):
+
+* ``layout`` -- typed with the QWERTY layout on: every Cyrillic letter becomes the Latin key it
+  sits on (``доставка`` -> ``ljcnfdrf``), and ЙЦУКЕН's ``? . , ; : "`` become ``& / ? $ ^ @``;
+  Latin words and identifiers are typed as they are;
+* ``translit`` -- everyday Latin transliteration (``щ`` -> ``shch``, ``ж`` -> ``zh``, ``ь`` and
+  ``ъ`` dropped as most people drop them: ``skolko``);
+* ``typos`` -- one or two Cyrillic words of five letters or more get one edit each (a neighbouring
+  ЙЦУКЕН key, a dropped, doubled or swapped letter; never the first letter), seeded per question.
+
+Run (writes ``golden/report/variants.md``)::
+
+    nice -n 10 .venv/bin/python -m osrag.evaluation.perturb golden/golden.jsonl \\
+        --dataset ../shared/datasets/xquad-ru-dev --dataset ../shared/datasets/vkdocs-ru-dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import random
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from osrag import variants
+from osrag.evaluation import metrics, runs
+from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
+from osrag.evaluation.suite import EVAL_PRINCIPAL, eval_settings
+from osrag.search import SearchClient
+from osrag.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+_RU = "йцукенгшщзхъфывапролджэячсмитьбюё" + "ЙЦУКЕНГШЩЗХЪФЫВАПРОЛДЖЭЯЧСМИТЬБЮЁ"
+_EN = "qwertyuiop[]asdfghjkl;'zxcvbnm,.`" + 'QWERTYUIOP{}ASDFGHJKL:"ZXCVBNM<>~'
+#: ЙЦУКЕН text typed with QWERTY on: letters, and the punctuation that sits on other keys.
+TO_QWERTY = str.maketrans(_RU + '?.,;:"№', _EN + "&/?$^@#")
+_TRANSLIT = {
+    "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "yo", "ж": "zh", "з": "z",
+    "и": "i", "й": "y", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o", "п": "p", "р": "r",
+    "с": "s", "т": "t", "у": "u", "ф": "f", "х": "kh", "ц": "ts", "ч": "ch", "ш": "sh", "щ": "shch",
+    "ъ": "", "ы": "y", "ь": "", "э": "e", "ю": "yu", "я": "ya",
+}  # fmt: skip
+#: Neighbouring keys on ЙЦУКЕН (same row), for substitution typos.
+_ROWS = ("йцукенгшщзхъ", "фывапролджэ", "ячсмитьбю")
+KINDS = ("clean", "layout", "translit", "typos")
+#: The clean questions with osrag.variants off: what the variants cost an ordinary question.
+OFF = "clean, variants off"
+MIN_TYPO_LETTERS = 5
+
+
+def layout(question: str) -> str:
+    return question.translate(TO_QWERTY)
+
+
+def translit(question: str) -> str:
+    out = []
+    for ch in question:
+        low = ch.lower()
+        if low in _TRANSLIT:
+            lat = _TRANSLIT[low]
+            out.append(lat.capitalize() if ch != low and lat else lat)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _neighbour(ch: str, rng: random.Random) -> str:
+    for row in _ROWS:
+        i = row.find(ch.lower())
+        if i >= 0:
+            near = [row[j] for j in (i - 1, i + 1) if 0 <= j < len(row)]
+            return rng.choice(near)
+    return ch
+
+
+def _edit(word: str, rng: random.Random) -> str:
+    i = rng.randrange(1, len(word))
+    kind = rng.choice(("sub", "drop", "double", "swap"))
+    if kind == "sub":
+        return word[:i] + _neighbour(word[i], rng) + word[i + 1 :]
+    if kind == "drop":
+        return word[:i] + word[i + 1 :]
+    if kind == "double":
+        return word[:i] + word[i] + word[i:]
+    if i == len(word) - 1:
+        i -= 1
+    return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+
+
+def typos(question: str, rng: random.Random) -> str:
+    """One or two Cyrillic words of five letters or more, one edit each (unchanged if none)."""
+    tokens = question.split(" ")
+    eligible = [
+        i
+        for i, t in enumerate(tokens)
+        if len(t) >= MIN_TYPO_LETTERS and all("а" <= c.lower() <= "я" or c.lower() == "ё" for c in t)
+    ]
+    if not eligible:
+        return question
+    for i in rng.sample(eligible, min(len(eligible), rng.choice((1, 2)))):
+        tokens[i] = _edit(tokens[i], rng)
+    return " ".join(tokens)
+
+
+def perturb(question: str, kind: str, seed: int, qid: str) -> str:
+    """``question`` broken the ``kind`` way; deterministic for (seed, question id)."""
+    if kind == "clean":
+        return question
+    if kind == "layout":
+        return layout(question)
+    if kind == "translit":
+        return translit(question)
+    if kind == "typos":
+        digest = hashlib.sha256(f"{seed}:{qid}".encode()).digest()
+        return typos(question, random.Random(int.from_bytes(digest[:8], "big")))
+    raise ValueError(f"unknown perturbation {kind!r}; known: {', '.join(KINDS)}")
+
+
+def perturbed(evalset: EvalSet, kind: str, seed: int) -> EvalSet:
+    """A copy of the set whose questions are broken the ``kind`` way (judgements unchanged)."""
+    clone = dataclasses.replace(evalset) if dataclasses.is_dataclass(evalset) else evalset
+    clone.queries = [dataclasses.replace(q, text=perturb(q.text, kind, seed, q.qid)) for q in evalset.queries]
+    return clone
+
+
+# ------------------------------------------------------------------ measuring
+MODES = {"bm25": "bm25 head (as shipped)", "hybrid": "hybrid (shipped pipeline)"}
+
+
+def recall_at_10(evalset: EvalSet, ranked: Mapping[str, Sequence[str]]) -> float:
+    rel = {q.qid: q.relevant for q in evalset.answerable}
+    per = metrics.per_query(metrics.qrels(rel), metrics.run(ranked, "r"), ["recall@10"])["recall@10"]
+    return metrics.mean(per.get(q, 0.0) for q in rel)
+
+
+def measure(
+    base: Settings, sets: Sequence[EvalSet], seed: int, depth: int, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    rows = []
+    for evalset in sets:
+        s = runs.prepare_index(base, evalset, "osrag-variants", runs.IndexVariant("main"), log)
+        client = SearchClient(s, principal=EVAL_PRINCIPAL)
+        for kind in (OFF, *KINDS):
+            copy = perturbed(evalset, "clean" if kind == OFF else kind, seed)
+            changed = sum(a.text != b.text for a, b in zip(evalset.queries, copy.queries))
+            triggered = 0 if kind == OFF else sum(bool(variants.find_variants(q.text)) for q in copy.queries)
+            row: dict[str, Any] = {
+                "set": evalset.name,
+                "kind": kind,
+                "questions": len(copy.queries),
+                "changed": changed,
+                "triggered": triggered,
+            }
+            for mode in MODES:
+                t0 = time.perf_counter()
+                with variants.disabled() if kind == OFF else contextlib.nullcontext():
+                    r = runs.rank_all(client, copy, runs.Config(mode, mode), depth, None, workers=2)
+                row[mode] = recall_at_10(copy, r.keys)
+                log(
+                    f"{evalset.name} · {kind} · {mode}: R@10 {row[mode]:.3f} ({time.perf_counter() - t0:.0f} s)"
+                )
+            rows.append(row)
+    return rows
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], model: str, command: str, sampled: Mapping[str, str]) -> str:
+    lines = [
+        "# Query variants: R@10 on perturbed copies of the dev sets' questions",
+        "",
+        f"Model of the kNN head: `{model}`. Run: `{command}`.",
+        "Perturbations (`osrag/evaluation/perturb.py`): `layout` = typed with QWERTY on, `translit` = everyday",
+        "Latin transliteration (ь/ъ dropped), `typos` = one or two words of ≥5 letters with one edit each",
+        "(seeded per question). `changed` = questions the perturbation altered; `variants` = questions",
+        "`osrag.variants` gave extra clauses (on `clean`: ordinary questions whose request changed).",
+        "Δ = perturbed minus clean.",
+        "",
+        "| set | questions | copy | changed | variants | BM25 R@10 | Δ | hybrid R@10 | Δ |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    clean = {r["set"]: r for r in rows if r["kind"] == "clean"}
+    for r in rows:
+        c = clean[r["set"]]
+        db, dh = r["bm25"] - c["bm25"], r["hybrid"] - c["hybrid"]
+        lines.append(
+            f"| {r['set']}{sampled.get(r['set'], '')} | {r['questions']} | {r['kind']} | {r['changed']} | "
+            f"{r['triggered']} | {r['bm25']:.3f} | {db:+.3f} | {r['hybrid']:.3f} | {dh:+.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m osrag.evaluation.perturb", description=__doc__.split("\n")[0])
+    p.add_argument("golden", nargs="?", type=Path, help="golden/golden.jsonl")
+    p.add_argument("--dataset", action="append", type=Path, default=[], help="a BEIR-layout or docs-tree set")
+    p.add_argument("--limit", type=int, default=None, help="sample at most N questions per set (seeded)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--depth", type=int, default=40)
+    p.add_argument("--out", type=Path, default=Path("golden/report/variants.md"))
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    sets: list[EvalSet] = []
+    if a.golden:
+        sets.append(load_golden(a.golden))
+    sets += [load_dataset(d) for d in a.dataset]
+    sampled = {}
+    for i, s in enumerate(sets):
+        if a.limit and len(s.queries) > a.limit:
+            sampled[s.name] = f" (sample of {a.limit}/{len(s.queries)}, seed {a.seed})"
+            sets[i] = s.sample(a.limit, a.seed)
+    base = eval_settings(Settings())
+    rows = measure(base, sets, a.seed, a.depth, lambda m: print(m, file=sys.stderr, flush=True))
+    command = shlex.join(["python", "-m", "osrag.evaluation.perturb", *(argv or sys.argv[1:])])
+    a.out.write_text(markdown(rows, str(base.embedding_model), command, sampled), encoding="utf-8")
+    print(a.out.read_text(encoding="utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
