@@ -19,6 +19,7 @@ from typing import Any
 
 from osrag import bulk, locking
 from osrag.connection import Cluster
+from osrag.context import embedding_text
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
 from osrag.names import content_hash, state_index, utcnow, visibility_filter
@@ -230,7 +231,10 @@ class IndexCopier:
 
 def reembedded(batch: list[dict[str, Any]], target: str, emb: Embedder) -> Iterator[dict[str, Any]]:
     """Index actions for ``target``: the hits' sources with new embeddings (and ``content_hash``)."""
-    vecs = emb.encode_passages([h["_source"].get("text", "") for h in batch])
+    # What ingest embedded: the chunk's context (osrag.context) with its text.
+    vecs = emb.encode_passages(
+        [embedding_text(str(h["_source"].get("context") or ""), h["_source"].get("text", "")) for h in batch]
+    )
     for h, v in zip(batch, vecs):
         src = dict(h["_source"])
         src["embedding"] = [float(x) for x in v]

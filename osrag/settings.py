@@ -193,6 +193,16 @@ class Settings(BaseSettings):
     embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     # Opt-in disk cache of vectors by (model files, prefix, text): eval runs, re-ingests into new indices.
     embedding_cache_dir: Path | None = None
+    # Contextual retrieval (osrag.context): the context each chunk is embedded and BM25-indexed
+    # with. "outline" = title + breadcrumb + lead sentence; "chat" asks an OpenAI-compatible
+    # endpoint (answers cached on disk by chunk hash). Changing it re-embeds every document.
+    contextualizer: Literal["none", "outline", "chat"] = "none"
+    context_url: str | None = None  # e.g. http://127.0.0.1:8000/v1 (/chat/completions is appended)
+    context_model: str | None = None
+    context_api_key: SecretStr | None = None
+    context_cache_dir: Path | None = None  # default: {cache_dir or dev_home}/contexts
+    context_timeout_s: Annotated[float, Field(gt=0, le=600)] = 60.0
+    context_max_doc_chars: Annotated[int, Field(ge=100, le=1_000_000)] = 20_000
     device: Annotated[str, Field(pattern=r"^(cpu|mps|cuda(:\d{1,2})?)$")] = "cpu"
     reranker_model: Annotated[str, Field(min_length=1)] = PRODUCTION_RERANKER_MODEL
     rerank: bool = True

@@ -43,6 +43,7 @@ INDEX_SETTINGS = (
     "knn_engine",
     "hnsw_m",
     "hnsw_ef_construction",
+    "contextualizer",  # osrag.context: what is embedded and indexed with each chunk
 )
 BASELINE = "bm25 · text field alone (baseline)"
 BM25_HEAD = "bm25 · as shipped (text+breadcrumb+title, ident×1.5 for codes)"

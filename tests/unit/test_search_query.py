@@ -219,7 +219,7 @@ def test_bm25_head_is_bool_should_of_per_field_matches() -> None:
     assert b["filter"] == flt
     fields = [next(iter(c["match"])) for c in b["should"]]
     # No identifier in the question: the exact-form subfield is not asked at all.
-    assert fields == ["text", "breadcrumb", "title"]
+    assert fields == ["text", "breadcrumb", "title", "context"]
     for c in b["should"]:
         assert list(c) == ["match"]
         assert next(iter(c["match"].values()))["query"] == "гарантия на лампу"
@@ -228,7 +228,7 @@ def test_bm25_head_is_bool_should_of_per_field_matches() -> None:
 def test_bm25_head_asks_the_ident_subfield_for_the_codes_only() -> None:
     head = bm25_head("гарантия на LAMP-LIGHT-MINI и TEA15?", [])
     should = head["bool"]["should"]
-    assert [next(iter(c["match"])) for c in should] == ["text", "breadcrumb", "title", "text.ident"]
+    assert [next(iter(c["match"])) for c in should] == ["text", "breadcrumb", "title", "context", "text.ident"]
     ident = should[-1]["match"]["text.ident"]
     assert ident["query"] == "lamp-light-mini tea15"
     assert ident["boost"] > 1
@@ -250,7 +250,7 @@ def test_bm25_head_std_mode_matches_only_the_standard_subfield() -> None:
 def test_query_syntax_goes_verbatim_into_match_queries_only(question: str) -> None:
     body = hybrid_body(question, [0.1, 0.2], 10, filter_clauses(ALIAS, {}, ALL))
     hits = [(path, s) for path, s in strings_in(body) if s == question]
-    assert len(hits) == 3  # once per matched text field, verbatim (codes alone go to text.ident)
+    assert len(hits) == 4  # once per matched text field, verbatim (codes alone go to text.ident)
     for path, _ in hits:
         assert path[-1] == "query" and path[-3] == "match", path
     # nothing that parses query syntax is ever built
