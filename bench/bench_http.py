@@ -241,6 +241,21 @@ async def library_arm(qs: list[str], clients: int, seconds: float) -> Arm:
     return arm
 
 
+def server_stack() -> str:
+    """What uvicorn runs on here: uvloop and httptools when installed (the server extra), else asyncio and h11."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    loop = f"uvloop {v('uvloop')}" if v("uvloop") else "asyncio"
+    http = f"httptools {v('httptools')}" if v("httptools") else "h11"
+    return f"uvicorn {v('uvicorn')} ({loop}, {http}), FastAPI {v('fastapi')}, PyJWT {v('pyjwt')}"
+
+
 def pct(xs: list[float], q: float) -> float:
     return (
         statistics.quantiles(xs, n=100, method="inclusive")[q - 1] if len(xs) > 1 else (xs[0] if xs else 0.0)
@@ -261,6 +276,7 @@ def render(arms: list[Arm], args: argparse.Namespace, built_s: float, n_question
         "| OpenSearch | single local node on the same machine |",
         f"| index | `golden/corpus/` (36 documents) ingested in {built_s:.0f} s, navec:news-300d, rerank off |",
         f"| Python | {platform.python_version()} |",
+        f"| server | {server_stack()} |",
         "",
         f"Each arm: a warm-up pass over the {n_questions} golden questions, then {args.clients} clients for "
         f"{args.seconds:g} s, each one request at a time (the questions in turn, budget {BUDGET} tokens, a JWT "

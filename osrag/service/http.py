@@ -142,7 +142,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send, int(declared))
+            await self._refuse(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -154,7 +154,7 @@ class BodyLimit:
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_bytes:
-                await self._refuse(scope, receive, send, size)
+                await self._refuse(scope, receive, send)
                 return
             chunks.append(body)
             more = message.get("more_body", False)
@@ -169,14 +169,14 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         resp = _error(413, f"request body is over this server's limit of {self.max_bytes} bytes")
         resp.headers["connection"] = "close"
         await resp(scope, receive, send)
 
 
 class _Service:
-    """The one client and the limits; built in the app's lifespan, closed at shutdown."""
+    """The one client of the app's life (closed at shutdown), and the in-flight count."""
 
     def __init__(self, settings: Settings, auth: Auth, driver: Driver) -> None:
         self.s = settings
