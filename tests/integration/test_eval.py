@@ -143,3 +143,65 @@ def test_compare_settings_scores_an_override_against_the_baseline(
     assert set(res["shipped"]["significance"]) == {"recall@10", "mrr@10", "hit@5"}
     assert set(res["budget"]) == {runs.TOPK, runs.SELECTION} and "300" in res["budget"][runs.SELECTION]
     assert res["nothing_found"][runs.SELECTION]["300"]["no_answer"] in (0.0, 1.0)
+
+
+def _tiny_tree(root: Path) -> Path:
+    """A docs tree in vkdocs-ru-dev's layout: Markdown files under corpus/, judged per file."""
+    pages = {
+        "network/vpn/vpn.md": "# VPN-шлюз\n\nVPN-шлюз соединяет облачную сеть с офисной по защищённому туннелю.\n",
+        "network/firewall/firewall.md": "# Файрвол\n\nПравила файрвола разрешают или запрещают входящий трафик.\n",
+        "compute/disks/disks.md": "# Диски\n\nДиск можно расширить без остановки виртуальной машины.\n",
+        "compute/index.md": "# Вычисления\n",  # a heading-only landing page: skipped, not a failure
+    }
+    for rel, text in pages.items():
+        f = root / "corpus" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text, encoding="utf-8")
+    queries = [
+        ("t1", "как соединить облачную сеть с офисом", "network/vpn/vpn.md"),
+        ("t2", "правила для входящего трафика", "network/firewall/firewall.md"),
+        ("t3", "расширить диск виртуальной машины", "compute/disks/disks.md"),
+    ]
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in queries), encoding="utf-8"
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": q, "text": t, "title_overlap": 0.0}, ensure_ascii=False) + "\n"
+            for q, t, _ in queries
+        ),
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_eval_ingests_a_docs_tree_and_scores_it_per_file_beside_the_stdlib_bm25(
+    opensearch_url: str, prefix: str, tmp_path: Path
+) -> None:
+    base = Settings(url=opensearch_url, embedding_model="navec:news-300d", rerank=False, _env_file=None)
+    cfg = ev.EvalConfig(
+        datasets=(_tiny_tree(tmp_path / "docs-dev"),),
+        out_dir=tmp_path / "report",
+        budget=300,
+        budgets=(300,),
+        prefix=prefix,
+        workers=1,
+        command="test",
+    )
+    (tree,) = ev.run(base, cfg)["sets"]
+    assert (tree["name"], tree["questions"], tree["documents"]) == ("docs-dev", 3, 4)
+    assert tree["ingest_failed"] == []  # the landing page is skipped, not failed
+    rows = {r["config"]: r for r in tree["retrieval"]}
+    stdlib = next(r for name, r in rows.items() if "stdlib" in name)
+    assert stdlib["recall@10"] == 1.0  # each question shares a stem with its page only
+    assert rows[runs.BASELINE]["recall@10"] == 1.0
+    # The shipped hybrid and the BM25 head are tested against the stdlib reference too.
+    assert set(rows[tree["shipped"]]["vs_stdlib"]) == {"recall@10", "mrr@10", "hit@5"}
+    assert "vs_stdlib" in rows[runs.BM25_HEAD] and "vs_stdlib" not in rows[runs.BASELINE]
+    sel = tree["budget"][runs.SELECTION]["300"]
+    assert (
+        sel["recall_in_budget"] == 1.0 and tree["nothing_found"][runs.SELECTION]["300"]["answerable"] == 0.0
+    )
+    md = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "against the stdlib Snowball BM25 over the same chunks" in md and "### By title_overlap" in md
