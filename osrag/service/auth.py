@@ -305,4 +305,8 @@ def auth_from_settings(s: Settings) -> Auth:
                 "trusting gateway headers without OSRAG_SERVE_GATEWAY_SECRET: anyone who reaches this port "
                 "directly can claim any group; bind it where only the gateway can"
             )
+    if s.serve_public_only and s.require_tenant:
+        raise ConfigError(
+            "--public-only names no tenant, and OSRAG_REQUIRE_TENANT=true refuses every read without one"
+        )
     return Auth(jwt=verifier, gateway=gateway, public_only=s.serve_public_only)

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from osrag import __version__
-from osrag.access import PUBLIC, Principal
+from osrag.access import Principal
 from osrag.envelope import Envelope, Passage
 from osrag.errors import (
     ClusterError,
@@ -120,6 +120,11 @@ def _one_line(text: str) -> str:
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": _one_line(message)}, status_code=status, headers=headers)
+
+
+#: Whom the readiness probe's one-hit query runs for: public chunks only, and a tenant of its own so
+#: that it also passes OSRAG_REQUIRE_TENANT (the hit is never shown to anyone).
+_PROBE = Principal.public(tenant="osrag-readiness-probe")
 
 
 class _TooBusy(Exception):
@@ -214,7 +219,7 @@ class _Service:
     async def ready(self) -> Ready:
         """The cluster answers and the alias resolves (a one-hit BM25 query, public chunks
         only, through the same path), and the index's embedding model is loaded."""
-        ret = await self.call("retrieve", "готовность", mode="bm25", depth=1, principal=PUBLIC)
+        ret = await self.call("retrieve", "готовность", mode="bm25", depth=1, principal=_PROBE)
         embedder = await run_in_threadpool(self.client.embedder)
         return Ready(
             status="ready",

@@ -217,6 +217,8 @@ def test_from_settings_needs_exactly_one_way(tmp_path: Any) -> None:
         auth_from_settings(Settings(_env_file=None))
     with pytest.raises(ConfigError, match="public-only"):
         auth_from_settings(Settings(serve_public_only=True, serve_jwt_key=SECRET, _env_file=None))
+    with pytest.raises(ConfigError, match="OSRAG_REQUIRE_TENANT"):
+        auth_from_settings(Settings(serve_public_only=True, require_tenant=True, _env_file=None))
     key = tmp_path / "key"
     key.write_text(SECRET + "\n")
     auth = auth_from_settings(Settings(serve_jwt_key_file=key, _env_file=None))
