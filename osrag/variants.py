@@ -211,6 +211,16 @@ def layout_switch(word: str) -> str | None:
     return meant if is_russian_word(meant) else None
 
 
+def _layout_letters(word: str) -> str:
+    """``word``'s ЙЦУКЕН reading when it is typed on letter keys only (else ``word`` unchanged)."""
+    if any(not (ch.isascii() and (ch.isalpha() or ch in _KEY_PUNCT)) for ch in word):
+        return word
+    letters = [ch for ch in word if ch.isalpha()]
+    if (len(letters) >= 2 and all(ch.isupper() for ch in letters)) or _CAMEL.search(word):
+        return word
+    return word.translate(LAYOUT)
+
+
 def _readings(word: str) -> list[str]:
     """Cyrillic readings of a Latin word, most usual spelling first (bounded)."""
     low = word.lower()
@@ -311,6 +321,16 @@ def _find_variants(question: str) -> Variants:
     switched = {i: m for i, w in latin if not _is_code_for_layout(w) and (m := layout_switch(w))}
     if switched and all(len(words[i][1]) <= 2 for i in switched):
         switched = {}
+    # When most of the Latin words are switched, the rest were likely typed the same way: names and
+    # terms no dictionary knows (``Ghjyrjc`` -> Бронкос) are read both ways (``Kubernetes`` may be
+    # just that); a dotted word that is no Russian word stays a code (``console.log``).
+    plain = [(i, w) for i, w in latin if not _is_code_for_layout(w)]
+    if switched and 2 * len(switched) >= len(plain):
+        for i, w in plain:
+            if i in switched or "." in w or "," in w:
+                continue
+            if _CYR_WORD.match(m := _layout_letters(w)):
+                switched[i] = f"{w} {m}"
     layout = _rebuild(words, switched) if switched else None
 
     # Transliteration: only a question with no Cyrillic word at all (a Russian question's Latin words

@@ -144,8 +144,14 @@ def recall_at_10(evalset: EvalSet, ranked: Mapping[str, Sequence[str]]) -> float
 
 
 def measure(
-    base: Settings, sets: Sequence[EvalSet], seed: int, depth: int, log: Callable[[str], None]
+    base: Settings,
+    sets: Sequence[EvalSet],
+    seed: int,
+    depth: int,
+    log: Callable[[str], None],
+    on_set: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
+    """Each set's rows; ``on_set`` sees the rows so far after every set (the report grows as it runs)."""
     rows = []
     for evalset in sets:
         s = runs.prepare_index(base, evalset, "osrag-variants", runs.IndexVariant("main"), log)
@@ -170,6 +176,8 @@ def measure(
                     f"{evalset.name} · {kind} · {mode}: R@10 {row[mode]:.3f} ({time.perf_counter() - t0:.0f} s)"
                 )
             rows.append(row)
+        if on_set:
+            on_set(rows)
     return rows
 
 
@@ -218,9 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sampled[s.name] = f" (sample of {a.limit}/{len(s.queries)}, seed {a.seed})"
             sets[i] = s.sample(a.limit, a.seed)
     base = eval_settings(Settings())
-    rows = measure(base, sets, a.seed, a.depth, lambda m: print(m, file=sys.stderr, flush=True))
     command = shlex.join(["python", "-m", "osrag.evaluation.perturb", *(argv or sys.argv[1:])])
-    a.out.write_text(markdown(rows, str(base.embedding_model), command, sampled), encoding="utf-8")
+
+    def write(rows: list[dict[str, Any]]) -> None:
+        a.out.write_text(markdown(rows, str(base.embedding_model), command, sampled), encoding="utf-8")
+
+    write(measure(base, sets, a.seed, a.depth, lambda m: print(m, file=sys.stderr, flush=True), write))
     print(a.out.read_text(encoding="utf-8"))
     return 0
 

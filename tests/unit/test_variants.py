@@ -44,6 +44,11 @@ def test_layout_switched_question_is_reread_whole() -> None:
     assert find_variants("сколько стоит ljcnfdrf").layout == "сколько стоит доставка"
 
 
+def test_names_in_a_switched_question_are_read_both_ways() -> None:
+    v = find_variants("Crjkmrj jxrjd yf,hfkb <hjyrjc d abyfkt&")
+    assert v.layout == "Сколько очков набрали <hjyrjc Бронкос в финале&"
+
+
 def test_transliterated_question_is_read_in_cyrillic() -> None:
     assert transliterations("dostavka") == "доставка"
     assert transliterations("skolko") == "сколько"  # the soft sign people leave out is put back
