@@ -254,6 +254,7 @@ class DevNode(_Base):
         self.install()
         security = self._ensure_security_files() if self.security else None
         starting = proc.read_pid(self.pid_file)  # an earlier `up` timed out; its JVM still boots
+        moved: list[str] = []
         for _ in range(4 if repair else 1):  # each round can move one index aside
             t0 = time.monotonic()
             try:
@@ -265,8 +266,14 @@ class DevNode(_Base):
             except LauncherError as exc:  # died before it detached (its reason and logs named)
                 died = str(exc)
             else:
-                st = self._wait_healthy(t0, wait_s)  # a timeout is its own error
+                # After a repair the moved index has no data left to allocate: red is expected.
+                st = self._wait_healthy(t0, wait_s, allow_red=bool(moved))  # a timeout is its own error
                 if st is not None:
+                    if moved and st.health == "red":
+                        self._log(
+                            f"red: index(es) {', '.join(moved)} have no data here any more (kept in "
+                            f"{self.home / 'quarantine'}); delete them, or restore their folders with the node down"
+                        )
                     return st
                 died = f"OpenSearch exited during start-up; see {self.logs_dir}"
             found = proc.culprit_index(self.logs_dir, self.data_dir)
@@ -283,17 +290,19 @@ class DevNode(_Base):
                     f"OpenSearch cannot open index {name}, but its data folder is not under {self.data_dir}"
                 )
             dest = proc.move_aside(folder, name, self.home / "quarantine")
+            moved.append(name)
             self._log(f"index {name} could not be opened ({line}); its data moved to {dest}; starting again")
         raise LauncherError(
             f"OpenSearch still exits during start-up after moving indices aside; see {self.logs_dir}"
         )
 
-    def _wait_healthy(self, t0: float, wait_s: float) -> NodeStatus | None:
+    def _wait_healthy(self, t0: float, wait_s: float, allow_red: bool = False) -> NodeStatus | None:
         """The status once healthy; None when the process died; a LauncherError on timeout."""
         deadline = t0 + wait_s
+        ok = ("green", "yellow", "red") if allow_red else ("green", "yellow")
         while time.monotonic() < deadline:
             st = self.status()
-            if st.running and st.health in ("green", "yellow"):
+            if st.running and st.health in ok:
                 self._log(f"{self.spec.name} healthy after {time.monotonic() - t0:.0f}s")
                 return st
             if self.pid_file.exists() and proc.read_pid(self.pid_file) is None:
