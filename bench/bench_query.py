@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import corpus  # noqa: E402
 
-from osrag.access import PUBLIC  # noqa: E402
+from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
 from osrag.indexing import Ingester  # noqa: E402
@@ -46,6 +46,8 @@ from osrag.settings import Settings  # noqa: E402
 RESULTS = REPO / "bench" / "results" / "query.md"
 MODEL = "navec:news-300d"
 MODES = ("bm25", "hybrid", "search")
+#: Every chunk of the bench corpus has a tenant, so PUBLIC (untenanted chunks only) sees none of them.
+PUBLIC = Principal.admin_bypass()
 
 
 def log(msg: str) -> None:

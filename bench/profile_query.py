@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import corpus  # noqa: E402
 
-from osrag.access import PUBLIC  # noqa: E402
+from osrag.access import Principal  # noqa: E402
 from osrag.search import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
@@ -62,7 +62,7 @@ def main() -> None:
     load0 = os.getloadavg()
     sc = SearchClient(
         Settings(alias=args.alias, embedding_model=MODEL, rerank=False, target_cache_ttl_s=3600.0),
-        principal=PUBLIC,
+        principal=Principal.admin_bypass(),  # every bench chunk has a tenant: PUBLIC sees none
     )
     qs = [q.text for q in corpus.make_queries(args.queries, args.chunks)]
     for q in qs:
