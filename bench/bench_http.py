@@ -57,6 +57,7 @@ MODEL = "navec:news-300d"
 KEY = "bench-http-" + "k" * 53  # an HS256 secret of 64 bytes, for this run only
 BUDGET = 800
 GROUPS = ["staff"]
+TENANT = "public"  # the sample corpus's documents are tenant "public"; a caller without a tenant sees none
 
 
 def log(msg: str) -> None:
@@ -108,6 +109,7 @@ class Arm:
     server_cpu_s: float | None = None
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    answered: int = 0  # requests whose envelope had at least one passage
     server_log: list[str] = field(default_factory=list)  # what the server printed (warnings and up)
 
     def error(self, what: str) -> None:
@@ -185,12 +187,13 @@ async def drive(arm: Arm, call: Any, qs: list[str], clients: int, seconds: float
             turn += 1
             t0 = time.perf_counter()
             try:
-                await call(q)
+                passages = await call(q)
             except Exception as exc:  # a failed request is counted, never dropped
                 cause = exc.__cause__ or exc.__context__
                 arm.error(f"{type(exc).__name__}: {exc!s:.120} (cause: {cause!r:.120})")
                 continue
             arm.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            arm.answered += passages > 0
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
@@ -206,7 +209,9 @@ async def http_arm(driver: str, qs: list[str], clients: int, seconds: float) -> 
     headers = {
         "Authorization": "Bearer "
         + jwt.encode(
-            {"sub": "bench", "groups": GROUPS, "exp": int(time.time()) + 3600}, KEY, algorithm="HS256"
+            {"sub": "bench", "groups": GROUPS, "tenant": TENANT, "exp": int(time.time()) + 3600},
+            KEY,
+            algorithm="HS256",
         )
     }
     # keepalive_expiry below the server's keep-alive (75 s): the client drops an idle connection first.
@@ -214,11 +219,11 @@ async def http_arm(driver: str, qs: list[str], clients: int, seconds: float) -> 
     try:
         async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=120) as http:
 
-            async def call(q: str) -> None:
+            async def call(q: str) -> int:
                 resp = await http.post("/v1/search", json={"question": q, "budget_tokens": BUDGET})
                 if resp.status_code != 200:
                     raise RuntimeError(f"HTTP {resp.status_code} {resp.text[:100]}")
-                resp.json()  # the client reads the envelope
+                return len(resp.json()["passages"])  # the client reads the envelope
 
             await drive(arm, call, qs, clients, seconds, proc.pid)
     finally:
@@ -230,12 +235,13 @@ async def http_arm(driver: str, qs: list[str], clients: int, seconds: float) -> 
 
 async def library_arm(qs: list[str], clients: int, seconds: float) -> Arm:
     arm = Arm("library, AsyncSearchClient in-process")
-    who = Principal(groups=GROUPS)
+    who = Principal(groups=GROUPS, tenant=TENANT)
     async with AsyncSearchClient(settings()) as client:
 
-        async def call(q: str) -> None:
+        async def call(q: str) -> int:
             env = await client.search(q, budget_tokens=BUDGET, principal=who)
             env.model_dump_json()  # what the service would send
+            return len(env.passages)
 
         await drive(arm, call, qs, clients, seconds, os.getpid())  # the clients' work is in it too
     return arm
@@ -280,21 +286,21 @@ def render(arms: list[Arm], args: argparse.Namespace, built_s: float, n_question
         "",
         f"Each arm: a warm-up pass over the {n_questions} golden questions, then {args.clients} clients for "
         f"{args.seconds:g} s, each one request at a time (the questions in turn, budget {BUDGET} tokens, a JWT "
-        "for the `staff` group); latency is the client's wall time of one request, the envelope read. The "
+        "for the `staff` group and tenant `public`); latency is the client's wall time of one request, the envelope read. The "
         "server runs in its own process on a loopback port; `library` calls `AsyncSearchClient.search` in the "
         "bench's own process with the same concurrency (no HTTP), the floor the service's cost adds to. "
         "CPU s / request: the server process's user+system time over the arm (for `library`, the bench "
         "process, its clients included).",
         "",
-        "| arm | requests | errors | throughput req/s | p50 ms | p95 ms | max ms | CPU s / request | load avg before | load avg after |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| arm | requests | errors | with passages | throughput req/s | p50 ms | p95 ms | max ms | CPU s / request | load avg before | load avg after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for a in arms:
         n = len(a.latencies_ms)
         errs = sum(a.errors.values())
         cpu = f"{a.server_cpu_s / max(n, 1) * 1000:.1f} ms" if a.server_cpu_s is not None else "—"
         lines.append(
-            f"| {a.name} | {n} | {errs} | {n / a.elapsed_s:.1f} | {pct(a.latencies_ms, 50):.0f} | "
+            f"| {a.name} | {n} | {errs} | {a.answered / max(n, 1):.0%} | {n / a.elapsed_s:.1f} | {pct(a.latencies_ms, 50):.0f} | "
             f"{pct(a.latencies_ms, 95):.0f} | {max(a.latencies_ms, default=0):.0f} | {cpu} | {la(a.load_before)} | "
             f"{la(a.load_after)} |"
         )
