@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from osrag.errors import InputError
 from osrag.steps import Call, Steps, Work
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ TIMING_KEYS = {
 
 def question_hash(question: str) -> str:
     """A stable, non-reversible name for a question (sha256 of its stripped text, 16 hex digits)."""
-    return hashlib.sha256(question.strip().encode("utf-8")).hexdigest()[:16]
+    # surrogatepass: a question that is not valid Unicode still gets a name (it is refused later).
+    return hashlib.sha256(question.strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------- tracing (optional)
@@ -122,9 +124,13 @@ def observe_search(steps: Steps[Envelope], question: str) -> Steps[Envelope]:
             span.end()
         return env  # type: ignore[no-any-return]
     except BaseException as exc:
-        if search_log.isEnabledFor(logging.WARNING) and not isinstance(exc, GeneratorExit):
+        # A refusal of the caller's own input is the caller's to report (it gets the InputError):
+        # INFO, so a CLI or service does not print it twice; anything else is a WARNING.
+        level = logging.INFO if isinstance(exc, InputError) else logging.WARNING
+        if search_log.isEnabledFor(level) and not isinstance(exc, GeneratorExit):
             ms = (time.perf_counter() - t0) * 1000
-            search_log.warning(
+            search_log.log(
+                level,
                 "search %s failed after %.0f ms, %d request(s): %s",
                 question_hash(question),
                 ms,
