@@ -4,6 +4,8 @@ dispatcher by strategy name.
 
 from __future__ import annotations
 
+import dataclasses
+
 from osrag.chunking.fixed import chunk_fixed
 from osrag.chunking.frame import _chunk_path, _crumb, _Env, _Frame, _Piece
 from osrag.chunking.markdown import (
@@ -14,7 +16,16 @@ from osrag.chunking.markdown import (
     _split_lines,
     parse_sections,
 )
-from osrag.chunking.model import Chunk, ChunkingConfig, Document, TokenCounter, simple_token_count
+from osrag.chunking.model import (
+    MAX_CHARS_PER_TOKEN,
+    Chunk,
+    ChunkingConfig,
+    Document,
+    TokenCounter,
+    piecewise_token_count,
+    simple_token_count,
+    thrifty_counter,
+)
 from osrag.chunking.packing import _emit, _Group, _merge_small, _merge_tiny_sections, _movable_notes, _pack
 from osrag.chunking.pieces import _para_pieces, _section_pieces
 
@@ -42,6 +53,7 @@ def chunk_markdown(
     levels in ``text`` (``heading_path`` stays complete)."""
     if not doc.text.strip():
         return []
+    exact, count = count, thrifty_counter(count, _thrift_limit(config))
     parsed = _parse(doc)
     notes, moved = _movable_notes(doc.text, parsed.blocks, max(1, config.max_tokens // 3), count)
     env = _Env(doc.text, parsed.lines, config, count, notes)
@@ -53,7 +65,23 @@ def chunk_markdown(
         drafts = _merge_small(env, frame, _pack(env, frame, _section_pieces(env, frame, blocks)))
         groups.append(_Group(sec, path, frame, tuple(drafts)))
     groups = _merge_tiny_sections(env, parsed, groups)
-    return _emit(doc, env, [(d, g.frame, g.path, g.section) for g in groups for d in g.drafts])
+    chunks = _emit(doc, env, [(d, g.frame, g.path, g.section) for g in groups for d in g.drafts])
+    return _recount_long(chunks, config, exact)
+
+
+def _thrift_limit(config: ChunkingConfig) -> int:
+    """Texts above this many characters are over ``max_tokens`` (plus overlap) by the character
+    bound alone, so the packer does not ask the tokenizer about them."""
+    return (config.max_tokens + config.overlap_tokens) * MAX_CHARS_PER_TOKEN * 2
+
+
+def _recount_long(chunks: list[Chunk], config: ChunkingConfig, count: TokenCounter) -> list[Chunk]:
+    """The real count, piecewise (linear), of the rare chunk the thrifty counter only bounded."""
+    limit = _thrift_limit(config)
+    return [
+        dataclasses.replace(c, token_count=piecewise_token_count(count, c.text)) if len(c.text) > limit else c
+        for c in chunks
+    ]
 
 
 def chunk_text(
@@ -67,6 +95,7 @@ def chunk_text(
     text = doc.text
     if not text.strip():
         return []
+    exact, count = count, thrifty_counter(count, _thrift_limit(config))
     lines = _split_lines(text)
     env = _Env(text, lines, config, count, {})
     title = doc.title.strip()
@@ -90,7 +119,7 @@ def chunk_text(
         (d, frame, path, _section_at(sections, min(p.start for p in d if p.kind != "overlap")))
         for d in drafts
     ]
-    return _emit(doc, env, items)
+    return _recount_long(_emit(doc, env, items), config, exact)
 
 
 STRATEGIES: tuple[str, ...] = ("markdown", "text", "fixed")

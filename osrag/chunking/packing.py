@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from osrag.chunking.frame import _Env, _Frame, _join, _Piece
 from osrag.chunking.markdown import _FOOTREF_RE, _Block, _Parsed
-from osrag.chunking.model import Chunk, Document, Section, TokenCounter
+from osrag.chunking.model import MAX_CHARS_PER_TOKEN, Chunk, Document, Section, TokenCounter
 from osrag.chunking.splitting import _sentence_bounds
 
 # --------------------------------------------------------------------------
@@ -24,8 +24,9 @@ def _tail(s: str, target: int, count: TokenCounter) -> str:
     last sentence is longer. (A tail cut at a word would start the next chunk mid-sentence.)"""
     if target <= 0:
         return ""
+    longest = target * MAX_CHARS_PER_TOKEN  # a longer suffix is over target by the character bound
     for a, _ in _sentence_bounds(s):
-        if a > 0 and count(s[a:]) <= target:
+        if a > 0 and len(s) - a <= longest and count(s[a:]) <= target:
             return s[a:]
     return ""
 
