@@ -37,6 +37,7 @@ from osrag.errors import DocumentError
 FORMATS: dict[str, str] = {
     ".md": "markdown",
     ".markdown": "markdown",
+    ".mdx": "markdown",  # MDX: Markdown with JSX; the dialect reader drops imports and component tags
     ".txt": "text",
     ".pdf": "pdf",
     ".docx": "docx",

@@ -50,6 +50,7 @@ def test_slugify_keeps_cyrillic() -> None:
     [
         ("a.md", "markdown"),
         ("a.MARKDOWN", "markdown"),
+        ("a.mdx", "markdown"),
         ("a.txt", "text"),
         ("a.PDF", "pdf"),
         ("a.docx", "docx"),
@@ -280,3 +281,20 @@ def test_size_limit_applies_before_conversion(tmp_path: Path) -> None:
     path = gen.make_pdf(tmp_path / "guide.pdf")
     with pytest.raises(DocumentError, match="file too large"):
         read_document(path, tmp_path, 1000)
+
+
+def test_an_mdx_page_ingests_to_clean_text(tmp_path: Path) -> None:
+    page = tmp_path / "docs" / "install.mdx"
+    page.parent.mkdir()
+    page.write_text(
+        'import Tabs from "@theme/Tabs";\nexport const meta = { x: 1 };\n\n# Установка\n\n'
+        '<Tabs>\n<TabItem value="pip" label="pip">\n\nПоставьте пакет командой pip.\n\n</TabItem>\n</Tabs>\n\n'
+        "{/* черновик */}\n\nГотово.\n",
+        encoding="utf-8",
+    )
+    doc = read_document(page, tmp_path)
+    assert doc.title == "Установка"
+    text = " ".join(c.text for c in chunk_document(doc, "markdown", ChunkingConfig()))
+    assert "Поставьте пакет командой pip." in text and "Готово." in text
+    for markup in ("import ", "export ", "<Tabs", "TabItem", "{/*", "черновик"):
+        assert markup not in text, markup

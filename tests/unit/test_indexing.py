@@ -226,7 +226,7 @@ def test_find_files_sorted_and_filtered_by_suffix(tmp_path: Path) -> None:
         ("sub/deeper/x.md", tmp_path),
         ("sub/z.markdown", tmp_path),
     ]
-    assert {".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm", ".pptx"} == set(SUFFIXES)
+    assert {".md", ".markdown", ".mdx", ".txt", ".pdf", ".docx", ".html", ".htm", ".pptx"} == set(SUFFIXES)
 
 
 def test_find_files_deterministic_and_explicit_files_kept(tmp_path: Path) -> None:
