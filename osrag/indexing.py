@@ -33,6 +33,7 @@ from typing import Any
 from osrag import counting, observability
 from osrag.admin import Admin
 from osrag.chunking import ChunkingConfig, Document, chunk_document
+from osrag.chunking.dialects import note_kind
 from osrag.chunking.model import MAX_CHARS_PER_TOKEN
 from osrag.context import CONTEXT_PROPERTIES, Contextualizer, contextualizer_for, embedding_text
 from osrag.documents import (
@@ -106,6 +107,8 @@ class IngestReport:
     skips: list[tuple[str, str]] = field(default_factory=list)
     #: What reading the files noticed (rules applied, exclusions, front-matter keys kept as meta).
     reading: ReadReport = field(default_factory=ReadReport)
+    #: What the Markdown reader noted per file (include not found, cycle, unknown variable, unclosed fence).
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def chunks_per_s(self) -> float:
@@ -133,6 +136,8 @@ class IngestReport:
             rules=dict(self.reading.rules),
             meta_keys=dict(self.reading.meta_keys),
             meta_too_long=dict(self.reading.meta_too_long),
+            notes=_note_counts(self.notes),
+            note_examples=_note_examples(self.notes),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -164,6 +169,32 @@ class IngestSummary:
     #: front-matter keys osrag does not read, kept as meta.KEY -> files carrying them
     meta_keys: dict[str, int] = field(default_factory=dict)
     meta_too_long: dict[str, int] = field(default_factory=dict)
+    #: reader notes: kind -> count, and the first few of each kind as path/note records
+    notes: dict[str, int] = field(default_factory=dict)
+    note_examples: list[dict[str, str]] = field(default_factory=list)
+
+
+#: Reader notes shown per kind in a summary (all are counted).
+NOTE_EXAMPLES = 3
+
+
+def _note_counts(notes: list[tuple[str, str]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, note in notes:
+        kind = note_kind(note)
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def _note_examples(notes: list[tuple[str, str]]) -> list[dict[str, str]]:
+    shown: dict[str, int] = {}
+    out: list[dict[str, str]] = []
+    for path, note in notes:
+        kind = note_kind(note)
+        if shown.get(kind, 0) < NOTE_EXAMPLES:
+            shown[kind] = shown.get(kind, 0) + 1
+            out.append({"kind": kind, "path": path, "note": note})
+    return out
 
 
 @dataclass(frozen=True)
@@ -507,6 +538,7 @@ class Ingester:
                 if isinstance(doc_or_error, DocumentError):
                     raise doc_or_error
                 doc = doc_or_error
+                report.notes.extend((str(path), n) for n in doc.notes)
                 if len(doc.doc_id.encode("utf-8")) > MAX_DOC_ID_BYTES:
                     raise DocumentError(
                         path,

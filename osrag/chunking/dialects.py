@@ -1134,3 +1134,19 @@ def _bb_line(line: str, ctx: _Ctx) -> list[str | _Dir] | None:
         label = title or LABELS.get(name, "")
         return [_Dir("open", f"x:{name}", label, label=bool(label))]
     return [_Dir("single", f"x:{name}")]
+
+
+#: Kinds of reader notes, by the words their messages carry (checked in this order).
+NOTE_KINDS: tuple[tuple[str, str], ...] = (
+    ("never closes", "unclosed fence"),
+    ("include cycle", "include cycle"),
+    ("not found", "include not found"),
+    ("deeper than", "include too deep"),
+    ("no include resolver", "include not read"),
+    ("has no value", "unknown variable"),
+)
+
+
+def note_kind(note: str) -> str:
+    """The kind of a reader note (``Document.notes``), for summaries that count them per kind."""
+    return next((kind for words, kind in NOTE_KINDS if words in note), "other")

@@ -111,6 +111,11 @@ def ingest(
             click.echo(f"failed: {path}: {reason}", err=True)
         for line in _reading_lines(summary.excluded, summary.rules, summary.meta_keys, summary.meta_too_long):
             click.echo(line)
+        for kind, n in sorted(summary.notes.items(), key=lambda kv: (-kv[1], kv[0])):
+            click.echo(f"reader notes: {kind} x{n}", err=True)
+            for ex in summary.note_examples:
+                if ex["kind"] == kind:
+                    click.echo(f"  {ex['path']}: {ex['note']}", err=True)
         click.echo(
             f"documents {report.documents}: indexed {report.indexed}, skipped {report.skipped} (unchanged)"
             f" + {len(report.skips)} (no text or not a file), failed {len(report.failed)} · "

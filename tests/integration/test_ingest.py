@@ -512,3 +512,38 @@ def test_chunks_that_survive_the_delete_stay_hidden(
     assert sorted(versions(admin, "D").values()) == [4]  # readers see v2 only
     assert versions(admin, "D", visible=False)[v1_key] == 6  # v1 is still stored...
     assert hidden(admin) == [v1_key]  # ...and therefore stays hidden
+
+
+def test_cli_ingest_shows_the_readers_notes(
+    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from osrag.cli import cli
+
+    s = small_settings
+    env = {
+        "OSRAG_URL": s.url,
+        "OSRAG_ALIAS": s.alias,
+        "OSRAG_CACHE_DIR": str(s.models_dir.parent),
+        "OSRAG_EMBEDDING_MODEL": "navec:news-300d",
+    }
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    corpus = tmp_path / "kb"
+    write(corpus / "a.md", "# Облако\n\nСервис {var(cloud)} хранит данные.\n\n```bash\necho да\n")
+    write(corpus / "b.md", "# Вставка\n\n{include(missing.md)}\n\nТекст раздела.\n")
+    runner = CliRunner()
+    got = runner.invoke(cli, ["ingest", str(corpus), "--json"], env=env)
+    assert got.exit_code == 0, got.output
+    summary = json.loads(got.stdout)
+    assert summary["notes"] == {"unknown variable": 1, "unclosed fence": 1, "include not found": 1}
+    assert {(e["kind"], Path(e["path"]).name) for e in summary["note_examples"]} == {
+        ("unknown variable", "a.md"),
+        ("unclosed fence", "a.md"),
+        ("include not found", "b.md"),
+    }
+    write(corpus / "c.md", "# Ещё\n\nРегион {var(region)} по умолчанию.\n")  # unchanged files are not re-read
+    text = runner.invoke(cli, ["ingest", str(corpus)], env=env)
+    assert text.exit_code == 0, text.output
+    assert "reader notes: unknown variable x1" in text.stderr
+    assert "c.md: variable 'region' has no value" in text.stderr
