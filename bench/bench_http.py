@@ -3,21 +3,25 @@ beside the library called in-process with the same concurrency.
 
 Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 
-    .venv/bin/python bench/bench_http.py [--clients 32] [--seconds 60] [--arms async,sync,library] [--out PATH]
+    .venv/bin/python bench/bench_http.py [--clients 32] [--seconds 60] [--rounds 6] [--arms async,sync,library]
+                                         [--out PATH]
 
 The sample corpus (``golden/corpus/``) is installed and ingested into the alias
-``osrag-bench-http`` (navec model, rerank off), which is dropped at the end. Arms, one after
-another, each after a warm-up pass over every question:
+``osrag-bench-http`` (navec model, rerank off), which is dropped at the end. The arms are set up
+at once (a server idles while another arm runs), each warmed up by a pass over every question,
+then each is driven for ``--seconds`` in ``--rounds`` windows, interleaved with the order rotated
+every round, so that load drifting on a shared machine falls on every arm alike:
 
 * ``async``: ``osrag serve`` (AsyncSearchClient on the event loop) in its own process on a free
   loopback port; ``--clients`` clients, each one request at a time, POST /v1/search with a JWT
-  for the ``staff`` group, the 70 golden questions in turn, for ``--seconds``;
+  for the ``staff`` group and the corpus's tenant, the 70 golden questions in turn;
 * ``sync``: the same server with ``--driver sync`` (SearchClient in Starlette's thread pool);
 * ``library``: no HTTP: ``AsyncSearchClient.search`` in this process with the same concurrency,
   the floor the service adds its cost to.
 
 Throughput, client-side latency p50/p95/max, errors (any non-200 or exception), the server's
-CPU seconds per request, and the load average before and after each arm are written to
+CPU seconds per request, the share of answers with passages and the load average over each
+arm's windows are written to
 ``bench/results/http.md``. Exit 1 if any request failed.
 """
 
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,8 +112,7 @@ class Arm:
     errors: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
     server_cpu_s: float | None = None
-    load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    loads: list[float] = field(default_factory=list)  # 1-min load average at each window's start and end
     answered: int = 0  # requests whose envelope had at least one passage
     server_log: list[str] = field(default_factory=list)  # what the server printed (warnings and up)
 
@@ -171,11 +175,10 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-async def drive(arm: Arm, call: Any, qs: list[str], clients: int, seconds: float, pid: int) -> None:
-    """``clients`` workers, one request at a time each, questions in turn, until ``seconds`` pass;
-    ``pid``'s CPU time is read around the timed part (the warm-up is not in it)."""
-    await asyncio.gather(*(call(q) for q in qs))  # warm-up: every question once (not counted)
-    arm.load_before = os.getloadavg()
+async def window(arm: Arm, call: Any, qs: list[str], clients: int, seconds: float, pid: int) -> None:
+    """One timed window: ``clients`` workers, one request at a time each, questions in turn, until
+    ``seconds`` pass; ``pid``'s CPU time and the load average are read around it."""
+    arm.loads.append(os.getloadavg()[0])
     cpu0 = cpu_seconds(pid)
     end = time.monotonic() + seconds
     turn = 0
@@ -197,54 +200,71 @@ async def drive(arm: Arm, call: Any, qs: list[str], clients: int, seconds: float
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
-    arm.elapsed_s = time.perf_counter() - t0
-    arm.server_cpu_s = cpu_seconds(pid) - cpu0
-    arm.load_after = os.getloadavg()
+    arm.elapsed_s += time.perf_counter() - t0
+    arm.server_cpu_s = (arm.server_cpu_s or 0.0) + cpu_seconds(pid) - cpu0
+    arm.loads.append(os.getloadavg()[0])
 
 
-async def http_arm(driver: str, qs: list[str], clients: int, seconds: float) -> Arm:
-    arm = Arm(f"HTTP, {driver} driver")
-    log_path = Path(tempfile.mkstemp(prefix=f"bench-http-{driver}-", suffix=".log")[1])
-    proc, url = start_server(driver, log_path)
-    headers = {
-        "Authorization": "Bearer "
-        + jwt.encode(
-            {"sub": "bench", "groups": GROUPS, "tenant": TENANT, "exp": int(time.time()) + 3600},
-            KEY,
-            algorithm="HS256",
-        )
-    }
-    # keepalive_expiry below the server's keep-alive (75 s): the client drops an idle connection first.
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=30)
-    try:
-        async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=120) as http:
-
-            async def call(q: str) -> int:
-                resp = await http.post("/v1/search", json={"question": q, "budget_tokens": BUDGET})
-                if resp.status_code != 200:
-                    raise RuntimeError(f"HTTP {resp.status_code} {resp.text[:100]}")
-                return len(resp.json()["passages"])  # the client reads the envelope
-
-            await drive(arm, call, qs, clients, seconds, proc.pid)
-    finally:
-        stop_server(proc)
+async def run_arms(names: list[str], qs: list[str], clients: int, seconds: float, rounds: int) -> list[Arm]:
+    """Every arm set up at once (servers idle while not driven), warmed up, then driven in
+    ``rounds`` windows of ``seconds / rounds`` each, the order rotated every round, so that load
+    drifting on a shared machine falls on all arms alike."""
+    arms: dict[str, tuple[Arm, Any, int]] = {}
+    logs: list[tuple[Arm, Path]] = []
+    async with AsyncExitStack() as stack:
+        for name in names:
+            if name == "library":
+                arm = Arm("library, AsyncSearchClient in-process")
+                client = await stack.enter_async_context(AsyncSearchClient(settings()))
+                arms[name] = (arm, library_call(client), os.getpid())  # the clients' work is in it too
+                continue
+            arm = Arm(f"HTTP, {name} driver")
+            log_path = Path(tempfile.mkstemp(prefix=f"bench-http-{name}-", suffix=".log")[1])
+            logs.append((arm, log_path))
+            proc, url = start_server(name, log_path)
+            stack.callback(stop_server, proc)
+            http = await stack.enter_async_context(http_client(url, clients))
+            arms[name] = (arm, http_call(http), proc.pid)
+        for _arm, call, _ in arms.values():  # warm-up: every question once per arm (not counted)
+            await asyncio.gather(*(call(q) for q in qs))
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                arm, call, pid = arms[name]
+                await window(arm, call, qs, clients, seconds / rounds, pid)
+            log(f"  round {r + 1}/{rounds} done")
+    for arm, log_path in logs:
         arm.server_log = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
         log_path.unlink()
-    return arm
+    return [arms[n][0] for n in names]
 
 
-async def library_arm(qs: list[str], clients: int, seconds: float) -> Arm:
-    arm = Arm("library, AsyncSearchClient in-process")
+def http_client(url: str, clients: int) -> httpx.AsyncClient:
+    claims = {"sub": "bench", "groups": GROUPS, "tenant": TENANT, "exp": int(time.time()) + 3600}
+    headers = {"Authorization": "Bearer " + jwt.encode(claims, KEY, algorithm="HS256")}
+    # keepalive_expiry below the server's keep-alive (75 s): the client drops an idle connection first.
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=30)
+    return httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=120)
+
+
+def http_call(http: httpx.AsyncClient) -> Any:
+    async def call(q: str) -> int:
+        resp = await http.post("/v1/search", json={"question": q, "budget_tokens": BUDGET})
+        if resp.status_code != 200:
+            raise RuntimeError(f"HTTP {resp.status_code} {resp.text[:100]}")
+        return len(resp.json()["passages"])  # the client reads the envelope
+
+    return call
+
+
+def library_call(client: AsyncSearchClient) -> Any:
     who = Principal(groups=GROUPS, tenant=TENANT)
-    async with AsyncSearchClient(settings()) as client:
 
-        async def call(q: str) -> int:
-            env = await client.search(q, budget_tokens=BUDGET, principal=who)
-            env.model_dump_json()  # what the service would send
-            return len(env.passages)
+    async def call(q: str) -> int:
+        env = await client.search(q, budget_tokens=BUDGET, principal=who)
+        env.model_dump_json()  # what the service would send
+        return len(env.passages)
 
-        await drive(arm, call, qs, clients, seconds, os.getpid())  # the clients' work is in it too
-    return arm
+    return call
 
 
 def server_stack() -> str:
@@ -269,11 +289,10 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def render(arms: list[Arm], args: argparse.Namespace, built_s: float, n_questions: int, wall_s: float) -> str:
-    la = lambda t: " ".join(f"{x:.2f}" for x in t)  # noqa: E731
     lines = [
         "# HTTP service benchmark",
         "",
-        f"Generated by `bench/bench_http.py --clients {args.clients} --seconds {args.seconds:g} --arms {args.arms}` "
+        f"Generated by `bench/bench_http.py --clients {args.clients} --seconds {args.seconds:g} --rounds {args.rounds} --arms {args.arms}` "
         f"on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC (whole run {wall_s / 60:.1f} min).",
         "",
         "| machine | |",
@@ -284,16 +303,18 @@ def render(arms: list[Arm], args: argparse.Namespace, built_s: float, n_question
         f"| Python | {platform.python_version()} |",
         f"| server | {server_stack()} |",
         "",
-        f"Each arm: a warm-up pass over the {n_questions} golden questions, then {args.clients} clients for "
-        f"{args.seconds:g} s, each one request at a time (the questions in turn, budget {BUDGET} tokens, a JWT "
+        f"All arms are set up at once, each warmed up by a pass over the {n_questions} golden questions; then "
+        f"each gets {args.seconds:g} s in {args.rounds} windows, interleaved (the order rotated every round, "
+        f"so load drifting on the shared machine falls on every arm alike), with {args.clients} clients, "
+        "each one request at a time (the questions in turn, budget {BUDGET} tokens, a JWT "
         "for the `staff` group and tenant `public`); latency is the client's wall time of one request, the envelope read. The "
         "server runs in its own process on a loopback port; `library` calls `AsyncSearchClient.search` in the "
         "bench's own process with the same concurrency (no HTTP), the floor the service's cost adds to. "
-        "CPU s / request: the server process's user+system time over the arm (for `library`, the bench "
+        "CPU s / request: the server process's user+system time over the arm's windows (for `library`, the bench "
         "process, its clients included).",
         "",
-        "| arm | requests | errors | with passages | throughput req/s | p50 ms | p95 ms | max ms | CPU s / request | load avg before | load avg after |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| arm | requests | errors | with passages | throughput req/s | p50 ms | p95 ms | max ms | CPU s / request | 1-min load average over its windows |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for a in arms:
         n = len(a.latencies_ms)
@@ -301,8 +322,8 @@ def render(arms: list[Arm], args: argparse.Namespace, built_s: float, n_question
         cpu = f"{a.server_cpu_s / max(n, 1) * 1000:.1f} ms" if a.server_cpu_s is not None else "—"
         lines.append(
             f"| {a.name} | {n} | {errs} | {a.answered / max(n, 1):.0%} | {n / a.elapsed_s:.1f} | {pct(a.latencies_ms, 50):.0f} | "
-            f"{pct(a.latencies_ms, 95):.0f} | {max(a.latencies_ms, default=0):.0f} | {cpu} | {la(a.load_before)} | "
-            f"{la(a.load_after)} |"
+            f"{pct(a.latencies_ms, 95):.0f} | {max(a.latencies_ms, default=0):.0f} | {cpu} | "
+            f"{min(a.loads, default=0):.1f}–{max(a.loads, default=0):.1f} (mean {statistics.fmean(a.loads or [0]):.1f}) |"
         )
     lib = next((a for a in arms if a.name.startswith("library")), None)
     if lib is not None and lib.latencies_ms:
@@ -329,6 +350,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--arms", default="async,sync,library")
+    ap.add_argument("--rounds", type=int, default=6, help="windows per arm, interleaved")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     if not 1 <= args.clients <= 256 or not 1 <= args.seconds <= 600:
@@ -341,19 +363,13 @@ def main() -> int:
     log(f"building {ALIAS} from golden/corpus")
     built_s = build()
     qs = questions()
-    arms: list[Arm] = []
     try:
-        for name in arms_wanted:
-            log(f"arm {name}: {args.clients} clients for {args.seconds:g} s")
-            arm = asyncio.run(
-                library_arm(qs, args.clients, args.seconds)
-                if name == "library"
-                else http_arm(name, qs, args.clients, args.seconds)
-            )
-            arms.append(arm)
-            log(
-                f"  {len(arm.latencies_ms)} requests, {sum(arm.errors.values())} errors, p50 {pct(arm.latencies_ms, 50):.0f} ms"
-            )
+        log(
+            f"arms {', '.join(arms_wanted)}: {args.clients} clients, {args.seconds:g} s each in {args.rounds} windows"
+        )
+        arms = asyncio.run(run_arms(arms_wanted, qs, args.clients, args.seconds, args.rounds))
+        for arm in arms:
+            log(f"  {arm.name}: {len(arm.latencies_ms)} requests, {sum(arm.errors.values())} errors")
     finally:
         drop(settings())
     text = render(arms, args, built_s, len(qs), time.perf_counter() - t_start)

@@ -38,9 +38,9 @@ from osrag.settings import load_settings
 @click.option(
     "--driver",
     type=click.Choice(["async", "sync"]),
-    default="async",
+    default="sync",
     show_default=True,
-    help="AsyncSearchClient on the event loop, or SearchClient in a thread pool (bench/results/http.md).",
+    help="SearchClient in the thread pool (measured ahead: bench/results/http.md) or AsyncSearchClient on the loop.",
 )
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def serve(
@@ -79,7 +79,7 @@ def serve(
         service_log.setLevel(logging.INFO)
     s = load_settings(**overrides)
     auth = auth_from_settings(s)
-    app = create_app(s, auth, driver="sync" if driver == "sync" else "async")
+    app = create_app(s, auth, driver="async" if driver == "async" else "sync")
     uvicorn.run(
         app,
         host=s.serve_host,

@@ -12,8 +12,10 @@ over this server's limits is a 422, never silently clipped; past ``serve_max_inf
 searches at once a request gets 503 at once instead of a longer queue. Errors and logs never
 carry a credential: the access log has the path and status, not the headers.
 
-The driver is ``AsyncSearchClient`` (``bench/results/http.md`` measures it against the sync
-client in a thread pool); ``driver="sync"`` keeps the other for comparison.
+The driver is ``SearchClient`` in Starlette's thread pool, one hop per request: in
+``bench/results/http.md`` (32 clients, arms interleaved) it did 1.2x the throughput of
+``AsyncSearchClient`` on the loop, whose searches hop to a worker thread for each CPU step;
+``driver="async"`` keeps the other.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations, which name
@@ -233,7 +235,7 @@ class _Service:
             await self.client.close()
 
 
-def create_app(settings: Settings, auth: Auth, *, driver: Driver = "async", warm: bool = True) -> FastAPI:
+def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm: bool = True) -> FastAPI:
     """The FastAPI app for ``settings`` (one client for its life), callers known by ``auth``.
 
     ``warm``: load the model and resolve the alias in the background at start, so the first
