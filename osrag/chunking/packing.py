@@ -25,10 +25,15 @@ def _tail(s: str, target: int, count: TokenCounter) -> str:
     if target <= 0:
         return ""
     longest = target * MAX_CHARS_PER_TOKEN  # a longer suffix is over target by the character bound
-    for a, _ in _sentence_bounds(s):
-        if a > 0 and len(s) - a <= longest and count(s[a:]) <= target:
-            return s[a:]
-    return ""
+    starts = [a for a, _ in _sentence_bounds(s) if a > 0 and len(s) - a <= longest]
+    lo, hi = 0, len(starts)  # a later start is a shorter suffix: bisect for the first one that fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count(s[starts[mid] :]) <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return s[starts[lo] :] if lo < len(starts) else ""
 
 
 def _with_overlap(env: _Env, frame: _Frame, prev: _Draft, piece: _Piece) -> _Draft:
