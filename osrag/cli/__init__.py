@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:  # a bad flag or argument: one line naming it, exit 2
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"osrag: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

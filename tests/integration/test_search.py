@@ -198,7 +198,7 @@ def write_corpus(root: Path, docs: dict[str, tuple[str, bool, str, str]] = DOCS)
     for doc_id, (category, archived, title, body) in docs.items():
         front = (
             f"---\ndoc_id: {doc_id}\ntitle: {title}\ncategory: {category}\narchived: {str(archived).lower()}\n"
-            f"tenant: public\nupdated_at: 2026-01-01\n---\n"
+            f"updated_at: 2026-01-01\n---\n"  # no tenant: shared, seen by callers without one
         )
         (root / f"{doc_id}.md").write_text(front + body, encoding="utf-8")
     return root
@@ -612,11 +612,11 @@ def run_cli(corpus: Settings, cwd: Path, *args: str) -> subprocess.CompletedProc
     [
         (
             ["search", "TEA15", "--public-only", "--budget", "0"],
-            "token budget must be a positive integer, got 0",
+            "'--budget': 0 is not in the range 1<=x<=1000000",
         ),
         (
             ["search", "TEA15", "--public-only", "--budget", "-5"],
-            "token budget must be a positive integer, got -5",
+            "'--budget': -5 is not in the range 1<=x<=1000000",
         ),
         (["search", "TEA15", "--public-only", "--filter", "colour=red"], "unknown filter 'colour'"),
         (["search", "   ", "--public-only"], "question is empty"),
