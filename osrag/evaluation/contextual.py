@@ -6,7 +6,7 @@ are ranked on both. Each row with context is tested against the same row without
 question), and the contextual hybrid against the strongest single head without context (the
 rule a default ships by). Writes a Markdown table.
 
-    .venv/bin/python evaluation/contextual.py --model navec:news-300d \\
+    .venv/bin/python -m osrag.evaluation.contextual --model navec:news-300d \\
         --out golden/report/contextual.md
 """
 
