@@ -231,7 +231,9 @@ def test_fifty_megabyte_file_rejected_by_size_without_reading(
     read: list[Path] = []
     real_open = os.open
 
-    def recording_open(path: Any, flags: int, *args: Any, **kw: Any) -> int:  # documents.py opens with os.open
+    def recording_open(
+        path: Any, flags: int, *args: Any, **kw: Any
+    ) -> int:  # documents.py opens with os.open
         read.append(Path(path))
         return real_open(path, flags, *args, **kw)
 

@@ -228,7 +228,13 @@ def test_bm25_head_is_bool_should_of_per_field_matches() -> None:
 def test_bm25_head_asks_the_ident_subfield_for_the_codes_only() -> None:
     head = bm25_head("гарантия на LAMP-LIGHT-MINI и TEA15?", [])
     should = head["bool"]["should"]
-    assert [next(iter(c["match"])) for c in should] == ["text", "breadcrumb", "title", "context", "text.ident"]
+    assert [next(iter(c["match"])) for c in should] == [
+        "text",
+        "breadcrumb",
+        "title",
+        "context",
+        "text.ident",
+    ]
     ident = should[-1]["match"]["text.ident"]
     assert ident["query"] == "lamp-light-mini tea15"
     assert ident["boost"] > 1
