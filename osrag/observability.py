@@ -28,6 +28,7 @@ import functools
 import hashlib
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -309,11 +310,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes, not the one at set-up: click's test
+    runner (and any app embedding the CLI) swaps stderr per invocation and closes the old one."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler.__init__ assigns it; always sys.stderr
+        pass
+
+
 def configure_cli_logging(verbosity: int, fmt: str = "text", stream: Any = None) -> logging.Handler:
     """The CLI's handler on the ``osrag`` logger (stderr): WARNING by default, INFO with ``-v``,
     DEBUG with ``-vv``; ``fmt`` is ``text`` or ``json``. Libraries underneath stay at WARNING."""
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(stream) if stream is not None else _CurrentStderr()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

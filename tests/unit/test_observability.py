@@ -185,3 +185,24 @@ def test_ingest_stages_are_spans_nested_under_the_ingest(spans) -> None:  # type
     assert all(
         hasattr(getattr(Ingester, m), "__wrapped__") for m in ("_ingest", "_embed_batch", "_write_batch")
     )
+
+
+def test_cli_handler_writes_to_the_current_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """click's runner swaps stderr per invocation and closes the old one: records follow the swap."""
+    import io
+    import logging
+    import sys
+
+    from osrag.observability import configure_cli_logging
+
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    handler = configure_cli_logging(0)
+    try:
+        first.close()
+        second = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", second)
+        logging.getLogger("osrag.test").warning("after the swap")
+        assert "after the swap" in second.getvalue()
+    finally:
+        logging.getLogger("osrag").removeHandler(handler)
