@@ -471,6 +471,33 @@ def shards_missing(resp: Mapping[str, Any]) -> str | None:
     return f"partial answer: {failed} of {total} shards failed{why}; candidates they hold are missing"
 
 
+#: Shard failures that say a copy went away mid-request (a node stopping or restarting), not that
+#: the query is wrong: the cluster routes the same search to the shard's other copy when asked again.
+TRANSIENT_SHARD_FAILURES = frozenset(
+    {
+        "node_disconnected_exception",
+        "node_not_connected_exception",
+        "node_closed_exception",
+        "connect_transport_exception",
+        "send_request_transport_exception",
+        "no_shard_available_action_exception",
+    }
+)
+
+
+def shards_failed_transiently(resp: Mapping[str, Any]) -> bool:
+    """True when some shards failed and every failure is a copy going away (worth one more ask)."""
+    shards = resp.get("_shards") or {}
+    if int(shards.get("failed") or 0) <= 0:
+        return False
+    types = {
+        str((f.get("reason") or {}).get("type") or "")
+        for f in shards.get("failures") or []
+        if isinstance(f, Mapping)
+    }
+    return bool(types) and types <= TRANSIENT_SHARD_FAILURES
+
+
 def collapsed(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with candidates of equal ``content_hash`` collapsed by the server, BEFORE the
     cut to ``size`` (the hybrid query supports ``collapse`` from OpenSearch 3.1): copies of one

@@ -50,6 +50,7 @@ from osrag.query import (
     scripts_refused,
     section_body,
     shards_missing,
+    shards_failed_transiently,
     validate_question,
     vectors_in_source,
 )
@@ -268,6 +269,11 @@ class QuerySteps:
                 # The concrete index resolved above, not the alias: if a reindex switches the alias
                 # meanwhile, the query vector still meets the index (and model) it was made for.
                 resp = yield Call("search", "search", {"index": index, "body": body, "params": params})
+                if shards_failed_transiently(resp):
+                    # A copy went away mid-request (a node stopping): asked once more, the cluster
+                    # answers from the shard's other copy; a failure that stays is noted below.
+                    log.info("search of %s: shards failed as a node went away; asked once more", index)
+                    resp = yield Call("search", "search", {"index": index, "body": body, "params": params})
             except ClusterError as exc:
                 if attempt == 0 and missing_index(exc, index):
                     continue

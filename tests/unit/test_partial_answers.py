@@ -63,6 +63,53 @@ def test_retrieve_carries_the_note_of_a_partial_answer() -> None:
     assert any("1 of 3 shards failed" in n for n in part.notes), part.notes
 
 
+def _counting_answer(replies: list[dict[str, Any]], asked: list[int]) -> Any:
+    def answer(step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        if step.method == "info":
+            return {"version": {"number": "3.6.0"}}
+        if step.method == "cat.plugins":
+            return [{"component": "opensearch-knn"}, {"component": "opensearch-neural-search"}]
+        if step.method == "indices.get_mapping":
+            return {"t-unit-1": {"mappings": {"_meta": {"osrag": {}}, "properties": {}}}}
+        assert step.method == "search", step
+        asked.append(1)
+        src = {"chunk_id": "a", "text": "возврат"}
+        return {
+            "_shards": replies[min(len(asked), len(replies)) - 1],
+            "hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": src}]},
+        }
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("replies", "searches", "noted"),
+    [
+        # a copy went away once: asked again, the other copy answers, nothing to note
+        ([FAILED, {"total": 3, "successful": 3, "failed": 0}], 2, False),
+        # it stays away: asked once more only, and the partial answer is noted
+        ([FAILED, FAILED, FAILED], 2, True),
+        # a failure that is not a copy going away is not asked again
+        (
+            [{**FAILED, "failures": [{"shard": 1, "reason": {"type": "query_shard_exception"}}]}],
+            1,
+            True,
+        ),
+    ],
+)
+def test_a_node_going_away_mid_search_is_asked_once_more(
+    replies: list[dict[str, Any]], searches: int, noted: bool
+) -> None:
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
+    sc = SearchClient(s, principal=PUBLIC)
+    asked: list[int] = []
+    got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), _counting_answer(replies, asked))
+    assert len(asked) == searches
+    assert any("shards failed" in n for n in got.notes) is noted, got.notes
+
+
 def test_section_from_a_partial_answer_is_refused_not_cut_short() -> None:
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None)
     sc = SearchClient(s, principal=PUBLIC)
