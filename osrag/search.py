@@ -49,8 +49,8 @@ from osrag.query import (
     parse_filters,
     scripts_refused,
     section_body,
-    shards_missing,
     shards_failed_transiently,
+    shards_missing,
     validate_question,
     vectors_in_source,
 )
