@@ -1,0 +1,185 @@
+"""The records that cross rooms, typed once: an index's ``_meta.osrag`` and a chunk's ``_source``.
+
+Every module that reads or writes them goes through these types, so a renamed key fails here, at
+the seam, and not at run time somewhere else.
+
+- ``IndexMeta``: what an index says of itself (its pinned model, template, last ingest ...).
+  Versioned (``schema``); ``IndexMeta.from_mapping`` reads what any osrag wrote, migrating the
+  unversioned records of older releases, and keeps keys it does not know (a newer osrag's) so a
+  read-modify-write never drops them.
+- ``ChunkSource``: one stored chunk as the read path sees it, built once per hit by
+  ``ChunkSource.of`` (a frozen slotted dataclass, not a pydantic model: it is made for every
+  candidate of every search, and validation there would cost more than the search's own work).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger(__name__)
+
+#: The ``_meta.osrag`` layout this osrag writes. 1: the unversioned records of earlier releases.
+META_SCHEMA = 2
+
+
+class TokenCounterId(BaseModel):
+    """Which tokenizer counted an index's stored ``token_count`` values."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    kind: str = "embedding-model"
+    fingerprint: str | None = None
+
+
+class IndexMeta(BaseModel):
+    """An index's ``_meta.osrag``: written at creation, updated by ingest and reindex."""
+
+    schema_version: int = Field(default=META_SCHEMA, alias="schema")
+    embedding_model: str | None = None
+    #: The model files' hash: an embedder for this index refuses other files under the same name.
+    embedding_fingerprint: str | None = None
+    dimension: int | None = None
+    #: None: not recorded (an older index); the settings' prefix applies.
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+    template_version: int | None = None
+    fingerprint: str | None = None
+    stemmer: str | None = None
+    created_at: str | None = None
+    last_ingest_at: str | None = None
+    #: Every chunk written into this index carries ``content_hash`` (readers may collapse on it).
+    content_hash: bool = False
+    token_counter: TokenCounterId | None = None
+    previous_index: str | None = None
+    reindexed_from: str | None = None
+    #: The refresh interval an ingest in progress turned off, to restore after a crash.
+    saved_refresh_interval: dict[str, Any] | None = None
+
+    # A key this osrag does not know (written by a newer one) is kept, not refused or dropped.
+    model_config = ConfigDict(extra="allow", validate_assignment=True, populate_by_name=True)
+
+    @classmethod
+    def from_meta(cls, raw: Mapping[str, Any] | None) -> IndexMeta:
+        """The record from a stored ``_meta.osrag`` object, migrated to ``META_SCHEMA``."""
+        data = dict(raw or {})
+        version = int(data.get("schema") or 1)
+        if version > META_SCHEMA:
+            log.warning(
+                "index _meta written by a newer osrag (schema %s, this one reads %s)", version, META_SCHEMA
+            )
+        if version < 2:
+            data = _migrate_1_to_2(data)
+        return cls.model_validate(data)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> IndexMeta:
+        """The record from an index's ``mappings`` (as ``GET _mapping`` gives it)."""
+        return cls.from_meta(((mapping or {}).get("_meta") or {}).get("osrag"))
+
+    @property
+    def known(self) -> bool:
+        """Whether an osrag wrote this (an index without ``_meta.osrag`` names no model)."""
+        return self.embedding_model is not None
+
+    @property
+    def counter(self) -> TokenCounterId:
+        """The tokenizer behind the stored counts (an index older than the record: its model)."""
+        return self.token_counter or TokenCounterId(name=self.embedding_model)
+
+    def to_meta(self) -> dict[str, Any]:
+        """The ``_meta.osrag`` object to store (the server replaces the whole ``_meta``)."""
+        return self.model_dump(by_alias=True, mode="json")
+
+    def updated(self, **changes: Any) -> IndexMeta:
+        """A copy with ``changes`` validated like a fresh record."""
+        return type(self).model_validate({**self.to_meta(), **changes})
+
+
+def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Records of osrag before ``schema``: no key means no content hash and counts by the model."""
+    out = dict(data)
+    out["schema"] = 2
+    out.setdefault("content_hash", False)
+    if not out.get("token_counter") and out.get("embedding_model"):
+        out["token_counter"] = {
+            "name": out["embedding_model"],
+            "kind": "embedding-model",
+            "fingerprint": None,
+        }
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSource:
+    """One stored chunk as the read path uses it (the strict mapping's fields; see
+    ``osrag.versions.chunk_source`` for the writer)."""
+
+    chunk_id: str
+    doc_id: str = ""
+    title: str = ""
+    heading_path: tuple[str, ...] = ()
+    source: str = ""
+    section_id: str | None = None
+    parent_section_id: str | None = None
+    kind: str = "text"
+    text: str = ""
+    token_count: int | None = None
+    start: int | None = None
+    end: int | None = None
+    ordinal: int | None = None
+    tenant: str | None = None
+    acl: tuple[str, ...] = ()
+    archived: bool = False
+    updated_at: str | None = None
+    version_key: str | None = None
+    content_hash: str | None = None
+    #: Where in the original a converted file's chunk came from, and the page URL (``cite``).
+    location: Mapping[str, Any] = field(default_factory=dict)
+    #: Front-matter keys osrag does not read (``meta.KEY`` filters).
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, src: Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None) -> ChunkSource:
+        """The one mapping of a stored ``_source`` (and a vector read apart from it) to a record."""
+        vec = embedding if embedding is not None else src.get("embedding")
+        if vec is not None and not isinstance(vec, np.ndarray):
+            vec = np.asarray(vec, dtype=np.float32)
+        count = src.get("token_count")
+        return cls(
+            chunk_id=str(src.get("chunk_id") or chunk_id or ""),
+            doc_id=str(src.get("doc_id") or ""),
+            title=str(src.get("title") or ""),
+            heading_path=tuple(src.get("heading_path") or ()),
+            source=str(src.get("source") or ""),
+            section_id=src.get("section_id"),
+            parent_section_id=src.get("parent_section_id"),
+            kind=str(src.get("kind") or "text"),
+            text=str(src.get("text") or ""),
+            token_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+            start=src.get("start"),
+            end=src.get("end"),
+            ordinal=src.get("ordinal"),
+            tenant=src.get("tenant"),
+            acl=tuple(src.get("acl") or ()) if not isinstance(src.get("acl"), str) else (src["acl"],),
+            archived=bool(src.get("archived", False)),
+            updated_at=src.get("updated_at"),
+            version_key=src.get("version_key"),
+            content_hash=src.get("content_hash"),
+            location={k: src[k] for k in LOCATION_FIELDS if src.get(k) is not None},
+            meta=dict(src.get("meta") or {}),
+            embedding=vec,
+        )
+
+
+#: The location fields a chunk's ``_source`` may carry (converted files, ``--base-url``).
+LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor", "url")
+
+__all__ = ["LOCATION_FIELDS", "META_SCHEMA", "ChunkSource", "IndexMeta", "TokenCounterId"]
