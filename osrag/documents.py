@@ -1,7 +1,6 @@
 """Documents: the files an ingest reads, as ``Document``s (the first stage of documents → chunks → index).
 
-Walking the roots (regular files only; symlinks that leave a root are not followed unless
-asked; a file reached twice is read once; the rules file's exclusions), reading each file
+The roots are walked by ``osrag.walking`` (which files are inputs); this module reads each file
 within a size limit, front matter merged over the rules file's metadata, sidecar titles,
 converting the non-Markdown formats, and the document's id and provenance
 (``{collection}/{path relative to the root}``: no absolute local path reaches the index).
@@ -12,23 +11,21 @@ a file that is left out by design (no text, a FIFO) a ``DocumentSkipped`` with i
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from osrag.chunking import Chunk, Document, markdown_title, read_markdown
-from osrag.convert import SUFFIXES, TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
+from osrag.convert import TEXT_FORMATS, Converted, convert, source_format, unsupported_reason
 from osrag.errors import DocumentError, DocumentSkipped
 from osrag.frontmatter import FrontMatter, FrontMatterError, read_front_matter
 from osrag.includes import FileIncludes
 from osrag.rules import Rules, rules_at
+from osrag.titles import MAX_HEADING_CHARS, capped, first_heading, headings_only, sidecar_title
+from osrag.walking import Found, collection_of, display_path, find_files, not_regular, utf8_problem, walk
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +33,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_FILE_BYTES = 50_000_000
 #: The metadata fields a document carries from front matter or the rules file.
 _DOC_FIELDS = ("category", "tenant", "acl", "updated_at")
-#: Longest heading kept whole in a chunk's heading path (a keyword field: OpenSearch refuses
-#: terms over 32,766 bytes, so a 100K-character heading would fail its whole batch).
-MAX_HEADING_CHARS = 500
 #: The chunk fields the read side adds (as in index_templates/osrag-chunks.json), for indices
 #: made before them: front-matter keys osrag does not read, and the passage's link.
 READ_PROPERTIES: dict[str, Any] = {
@@ -84,210 +78,6 @@ class ReadReport:
 
 def _count(into: dict[str, int], key: str) -> None:
     into[key] = into.get(key, 0) + 1
-
-
-# ---------------------------------------------------------------- paths
-def display_path(path: Path | str) -> str:
-    """A path as it may be printed and stored: bytes that are not UTF-8 as ``\\xNN`` escapes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def _utf8_problem(path: Path) -> str | None:
-    """Why a file name cannot be a document id (not UTF-8), or None."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        return "file name is not valid UTF-8 (shown with \\x escapes); rename the file to index it"
-    return None
-
-
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a directory"),
-)
-
-
-def _not_regular(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    return f"not a regular file ({kind}); only regular files are read"
-
-
-@dataclass(frozen=True)
-class Found:
-    """One input the walk met: read it, or say why not (``skip``: by design; ``fail``: a fault)."""
-
-    path: Path
-    root: Path
-    skip: str | None = None
-    fail: str | None = None
-    #: Found by walking a folder (False: named itself, so no folder rules file applies).
-    in_tree: bool = True
-
-
-def _inside(target: Path, root_real: Path) -> bool:
-    return target == root_real or root_real in target.parents
-
-
-def walk(
-    paths: Iterable[str | Path],
-    *,
-    follow_symlinks: bool = False,
-    rules_for: Callable[[Path], Rules | None] = lambda root: None,
-    on_excluded: Callable[[str], None] | None = None,
-) -> Iterator[Found]:
-    """Every input under ``paths`` in a deterministic order (sorted per root).
-
-    Directories are walked without following symlinks that leave the root (unless
-    ``follow_symlinks``), never into a folder twice (a symlink loop ends); a file reached twice
-    (a symlink to a file of the tree, two roots holding one file) is listed once, under its
-    own path rather than a link's. Files of unknown suffixes are passed over silently; special
-    files and links leaving the root that look like documents are listed with ``skip``."""
-    seen_files: set[tuple[int, int]] = set()
-    for raw in paths:
-        p = Path(raw)
-        try:
-            is_dir = p.is_dir()
-        except OSError:
-            is_dir = False
-        if not is_dir:
-            yield from _explicit(p, seen_files)
-            continue
-        rules = rules_for(p)
-        yield from _walk_root(p, rules, follow_symlinks, seen_files, on_excluded)
-
-
-def _explicit(p: Path, seen: set[tuple[int, int]]) -> Iterator[Found]:
-    """A file named on the command line: listed even with an unknown suffix (read_document says why)."""
-    root = p.parent
-    try:
-        st = p.stat()
-    except OSError:
-        yield Found(p, root, in_tree=False)  # read_document reports "cannot read"
-        return
-    key = (st.st_dev, st.st_ino)
-    if key in seen:
-        return
-    seen.add(key)
-    yield Found(p, root, skip=_not_regular(st.st_mode), in_tree=False)
-
-
-def _walk_root(
-    root: Path,
-    rules: Rules | None,
-    follow: bool,
-    seen_files: set[tuple[int, int]],
-    on_excluded: Callable[[str], None] | None,
-) -> Iterator[Found]:
-    root_real = root.resolve()
-    seen_dirs: set[tuple[int, int]] = set()
-    found: list[tuple[Path, bool, Found, tuple[int, int] | None]] = []  # (path, via link, found, inode)
-
-    def visit(folder: Path, rel_folder: str) -> None:
-        try:
-            st = folder.stat()
-        except OSError as exc:
-            log.warning("cannot list %s: %s", display_path(folder), exc)
-            return
-        if (st.st_dev, st.st_ino) in seen_dirs:
-            return  # a symlink loop, or a folder reached twice
-        seen_dirs.add((st.st_dev, st.st_ino))
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            log.warning("cannot list %s: %s", display_path(folder), exc)
-            return
-        for entry in entries:
-            path = Path(entry.path)
-            rel = f"{rel_folder}{entry.name}"
-            try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir(follow_symlinks=True)
-            except OSError:
-                continue
-            if rules is not None:
-                hit = rules.excluded_by(rel + "/" if is_dir else rel)
-                if hit is not None:
-                    if on_excluded is not None:
-                        on_excluded(hit)
-                    continue
-            looks_like_doc = path.suffix.lower() in SUFFIXES
-            if is_link:
-                target = path.resolve()
-                if not target.exists():
-                    if looks_like_doc:
-                        found.append((path, True, Found(path, root, skip="broken symlink"), None))
-                    continue
-                if not _inside(target, root_real):
-                    if not follow:
-                        if is_dir or looks_like_doc:
-                            found.append(
-                                (
-                                    path,
-                                    True,
-                                    Found(
-                                        path,
-                                        root,
-                                        skip="symlink leaves the ingest root; not followed "
-                                        "(--follow-symlinks follows it)",
-                                    ),
-                                    None,
-                                )
-                            )
-                        continue
-                elif is_dir:
-                    continue  # a folder of this root: walked under its own path
-            if is_dir:
-                visit(path, rel + "/")
-                continue
-            if not looks_like_doc:
-                continue
-            try:
-                st_file = path.stat()
-            except OSError:
-                found.append((path, is_link, Found(path, root), None))  # read_document says why
-                continue
-            problem = _not_regular(st_file.st_mode)
-            if problem:
-                found.append((path, is_link, Found(path, root, skip=problem), None))
-                continue
-            found.append(
-                (path, is_link, Found(path, root, fail=_utf8_problem(path)), (st_file.st_dev, st_file.st_ino))
-            )
-
-    visit(root, "")
-    # Of one file reached twice, its own path wins over a link's, then the first in order.
-    by_inode: dict[tuple[int, int], Path] = {}
-    for path, _link, _, inode in sorted(found, key=lambda x: (x[1], str(x[0]))):
-        if inode is not None and inode not in by_inode and inode not in seen_files:
-            by_inode[inode] = path
-    for path, _, item, inode in sorted(found, key=lambda x: str(x[0])):
-        if inode is not None:
-            if by_inode.get(inode) != path:
-                log.debug("%s: the same file as %s, read once", display_path(path), by_inode.get(inode))
-                continue
-            seen_files.add(inode)
-        yield item
-
-
-def find_files(paths: Iterable[str | Path], follow_symlinks: bool = False) -> Iterator[tuple[Path, Path]]:
-    """(file, root) pairs of the regular files under ``paths`` that are read, sorted for determinism."""
-    for f in walk(paths, follow_symlinks=follow_symlinks):
-        if f.skip is None:
-            yield f.path, f.root
-
-
-def collection_of(root: Path) -> str:
-    """The default collection of files found under ``root``: the root folder's own name.
-
-    Chosen over "no collection" so that two roots holding the same relative names
-    (``teamA/faq.md``, ``teamB/faq.md``) give different ids without any flag.
-    """
-    return root.resolve().name or "root"
 
 
 # ---------------------------------------------------------------- the tree
@@ -376,7 +166,7 @@ def read_document(
     DOCX, HTML and PPTX are converted to Markdown (``osrag.convert``) and keep a map to
     pages/slides/anchors. ``rules`` set metadata by path; front matter wins over them."""
     name = display_path(path)
-    problem = _utf8_problem(path)
+    problem = utf8_problem(path)
     if problem:
         raise DocumentError(name, problem)
     fmt = source_format(path)
@@ -415,7 +205,7 @@ def read_document(
         raise DocumentSkipped(
             name, "no text after front matter" if front.fields or front.meta else "empty file"
         )
-    if _headings_only(body):
+    if headings_only(body):
         raise DocumentSkipped(name, "no text: headings only")
     if report is not None:
         for rule in applied:
@@ -433,7 +223,7 @@ def read_document(
         or (markdown_title(body) if fmt == "markdown" else first_heading(body))
         or path.stem
     )
-    title = _capped(title)
+    title = capped(title)
     metadata: dict[str, Any] = {k: meta[k] for k in _DOC_FIELDS if k in meta}
     metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
     metadata["format"] = fmt
@@ -456,12 +246,6 @@ def read_document(
     )
 
 
-def _capped(heading: str) -> str:
-    """A title or heading within ``MAX_HEADING_CHARS`` (a 100K-character heading would be one
-    immense term in the whole-identifier subfield and fail its batch)."""
-    return heading if len(heading) <= MAX_HEADING_CHARS else heading[: MAX_HEADING_CHARS - 1] + "…"
-
-
 def page_url(base_url: str, page: str) -> str:
     """``base_url`` joined with a page path (``guide/intro``) by exactly one slash."""
     return base_url.rstrip("/") + "/" + page.lstrip("/")
@@ -481,7 +265,7 @@ def _read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
         before = os.stat(path)
     except OSError as exc:
         raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
-    problem = _not_regular(before.st_mode)
+    problem = not_regular(before.st_mode)
     if problem:  # a FIFO or a device is never opened
         raise DocumentSkipped(name, problem)
     if before.st_size > max_bytes:
@@ -493,7 +277,7 @@ def _read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
         raise DocumentError(name, f"cannot read ({exc.strerror or exc})") from exc
     try:
         st = os.fstat(fd)
-        problem = _not_regular(st.st_mode)
+        problem = not_regular(st.st_mode)
         if problem:
             raise DocumentSkipped(name, problem)
         if st.st_size > max_bytes:
@@ -535,88 +319,6 @@ def _too_large(size: int, max_bytes: int) -> str:
     return f"file too large ({have} > limit {limit}; raise OSRAG_MAX_FILE_BYTES to allow it)"
 
 
-# ---------------------------------------------------------------- titles
-_FENCES = ("```", "~~~")
-
-
-def _outside_code(body: str) -> Iterator[str]:
-    """The lines of ``body`` outside fenced code blocks (a ``# comment`` in code is no heading)."""
-    fence: str | None = None
-    for line in body.split("\n"):
-        stripped = line.lstrip()
-        if fence is None:
-            opener = next((f for f in _FENCES if stripped.startswith(f)), None)
-            if opener is not None:
-                fence = stripped[: len(stripped) - len(stripped.lstrip(opener[0]))]
-                continue
-            yield line
-        elif stripped.startswith(fence) and not stripped.strip(fence[0]).strip():
-            fence = None
-
-
-def _heading(line: str) -> tuple[int, str] | None:
-    stripped = line.lstrip(" ")
-    if len(line) - len(stripped) > 3 or not stripped.startswith("#"):
-        return None
-    level = len(stripped) - len(stripped.lstrip("#"))
-    rest = stripped[level:]
-    if level > 6 or (rest and not rest[0].isspace()):
-        return None
-    return level, rest.strip().rstrip("#").strip()
-
-
-def first_heading(body: str) -> str | None:
-    """The first H1 outside code, else the first heading of any level; None when there is none."""
-    first_any: str | None = None
-    for line in _outside_code(body):
-        h = _heading(line)
-        if h is None or not h[1]:
-            continue
-        if h[0] == 1:
-            return h[1]
-        first_any = first_any or h[1]
-    return first_any
-
-
-def _headings_only(body: str) -> bool:
-    """Only ATX headings (and blank lines): a landing page the portal fills with its children."""
-    lines = [line for line in body.split("\n") if line.strip()]
-    return bool(lines) and all(_heading(line) is not None for line in lines)
-
-
-def sidecar_title(path: Path) -> str | None:
-    """A title kept beside the file: ``NAME.meta.json`` (``{"title": ...}``), or the folder's
-    ``_meta.yml`` / ``_meta.yaml`` / ``_meta.json`` mapping the file's name or stem to a title
-    (text, or a mapping with ``title``). A sidecar that cannot be read is a ``DocumentError``."""
-    own = path.with_name(path.stem + ".meta.json")
-    if own.is_file():
-        data = _load_sidecar(own, path)
-        got = data.get("title") if isinstance(data, dict) else None
-        if isinstance(got, str) and got.strip():
-            return got.strip()
-    for name in ("_meta.yml", "_meta.yaml", "_meta.json"):
-        folder_meta = path.with_name(name)
-        if not folder_meta.is_file():
-            continue
-        data = _load_sidecar(folder_meta, path)
-        if not isinstance(data, dict):
-            continue
-        entry = data.get(path.name, data.get(path.stem))
-        if isinstance(entry, dict):
-            entry = entry.get("title")
-        if isinstance(entry, str) and entry.strip():
-            return entry.strip()
-    return None
-
-
-def _load_sidecar(sidecar: Path, doc: Path) -> Any:
-    try:
-        text = sidecar.read_text(encoding="utf-8")
-        return json.loads(text) if sidecar.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
-        raise DocumentError(display_path(doc), f"title sidecar {sidecar.name} cannot be read: {exc}") from exc
-
-
 # ---------------------------------------------------------------- chunk guard
 def guard_chunks(
     chunks: Sequence[Chunk], max_chars: int, count: Callable[[str], int] | None = None
@@ -629,7 +331,7 @@ def guard_chunks(
     out: list[Chunk] = []
     changed = False
     for c in chunks:
-        path = tuple(_capped(h) for h in c.heading_path)
+        path = tuple(capped(h) for h in c.heading_path)
         if path != c.heading_path:
             prefix = c.text[: len(c.text) - len(c.body)] if c.body and c.text.endswith(c.body) else ""
             new_prefix = " > ".join(path) + "\n\n" if prefix else ""
@@ -674,6 +376,7 @@ def _cut(c: Chunk, max_chars: int, count: Callable[[str], int] | None) -> list[C
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
+    "MAX_HEADING_CHARS",
     "READ_PROPERTIES",
     "Found",
     "ReadOptions",
