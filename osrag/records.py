@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from osrag.errors import IndexStateError
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +71,19 @@ class IndexMeta(BaseModel):
     def from_meta(cls, raw: Mapping[str, Any] | None) -> IndexMeta:
         """The record from a stored ``_meta.osrag`` object, migrated to ``META_SCHEMA``."""
         data = dict(raw or {})
-        version = int(data.get("schema") or 1)
+        version = data.get("schema") or 1
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise IndexStateError(f"index _meta.osrag: schema {version!r} is not a version number")
         if version > META_SCHEMA:
             log.warning(
                 "index _meta written by a newer osrag (schema %s, this one reads %s)", version, META_SCHEMA
             )
         if version < 2:
             data = _migrate_1_to_2(data)
-        return cls.model_validate(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise IndexStateError(f"index _meta.osrag is not a record osrag can read: {_first(exc)}") from exc
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None) -> IndexMeta:
@@ -100,6 +107,14 @@ class IndexMeta(BaseModel):
     def updated(self, **changes: Any) -> IndexMeta:
         """A copy with ``changes`` validated like a fresh record."""
         return type(self).model_validate({**self.to_meta(), **changes})
+
+
+def _first(exc: ValidationError) -> str:
+    """The first problem of a validation error on one line: the field, what is wrong, the value."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "record"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {err['msg']}, got {repr(err.get('input'))[:80]}{more}"
 
 
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:

@@ -69,22 +69,19 @@ class Reindexer:
         source = self.admin.require_index()
         meta = self.admin.meta(source)
         target_model = (
-            model_name
-            or self.s.embedding_model
-            or meta.get("embedding_model")
-            or self.s.effective_embedding_model
+            model_name or self.s.embedding_model or meta.embedding_model or self.s.effective_embedding_model
         )
         emb = embedder_for(self.s, target_model)
-        same = target_model == meta.get("embedding_model") and emb.dimension == meta.get("dimension")
+        same = target_model == meta.embedding_model and emb.dimension == meta.dimension
         docs, chunks = self.counts(source)
         lock = locking.read_lock(self.cluster, self.s.alias) or {}
         return ReindexPlan(
             alias=self.s.alias,
             source=source,
             target=None,
-            source_model=str(meta.get("embedding_model")),
+            source_model=str(meta.embedding_model),
             target_model=target_model,
-            source_dimension=meta.get("dimension"),
+            source_dimension=meta.dimension,
             target_dimension=emb.dimension,
             method=SERVER_SIDE if same else REEMBED,
             chunks=chunks,
@@ -128,15 +125,14 @@ class Reindexer:
             self.verify(source, target)
             self.admin.update_meta(
                 target,
-                last_ingest_at=meta.get("last_ingest_at"),
+                last_ingest_at=meta.last_ingest_at,
                 previous_index=source,
                 reindexed_from=source,
                 # A server-side copy keeps the source's chunks as they are: they carry content_hash
                 # only if the source's did. Re-embedded chunks get it (copying.reembedded).
-                content_hash=plan.method != SERVER_SIDE or bool(meta.get("content_hash")),
+                content_hash=plan.method != SERVER_SIDE or meta.content_hash,
                 # Both methods copy token_count as the source counted it (re-embedding keeps the text).
-                token_counter=meta.get("token_counter")
-                or {"name": meta.get("embedding_model"), "kind": "embedding-model", "fingerprint": None},
+                token_counter=meta.counter,
             )
             held = locking.read_lock(self.cluster, self.s.alias) or {}
             if held.get("token") != token:
@@ -264,7 +260,7 @@ class Reindexer:
         if lock and lock_state(lock) != "dead":
             # Its switch would take the alias away from the index rolled back to.
             raise IndexStateError(f"{describe(lock)}; roll back once it has finished")
-        previous = meta.get("previous_index")
+        previous = meta.previous_index
         if not previous:
             raise IndexStateError(f"{current} records no previous index to roll back to")
         if not self.cluster.call("check index", self.cluster.client.indices.exists, index=previous):

@@ -159,7 +159,7 @@ def load_cross_encoder(name: str, device: str = "cpu") -> Any:
     try:
         from sentence_transformers import CrossEncoder
 
-        from osrag.embedding import load_pretrained, quiet_transformers
+        from osrag.model_loading import load_pretrained, quiet_transformers
 
         quiet_transformers()
         return load_pretrained(CrossEncoder, name, device)

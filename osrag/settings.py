@@ -13,13 +13,11 @@ Every field carries its allowed range, so a bad value fails at start as one
 from __future__ import annotations
 
 import logging
-import math
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -30,10 +28,21 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from osrag import settings_checks as checks
 from osrag.errors import InvalidSetting
+from osrag.settings_checks import ENV_PREFIX, SECRET_FIELDS, redact_url
+from osrag.vocabulary import (
+    DEFAULT_FUSION,
+    DEFAULT_FUSION_WEIGHTS,
+    DEFAULT_JWT_ALGORITHM,
+    DEFAULT_POLICY,
+    AuthMode,
+    Fusion,
+    JwtAlgorithm,
+    Policy,
+)
 
 #: Production defaults. multilingual-e5-base: strong Russian retrieval quality
 #: at 768 dimensions and a CPU-friendly size; bge-reranker-v2-m3: a multilingual
@@ -49,17 +58,8 @@ LIGHT_EMBEDDING_MODEL = "navec:news-300d"
 
 log = logging.getLogger(__name__)
 
-ENV_PREFIX = "OSRAG_"
 #: The largest token budget a search accepts, on every surface (setting, API, CLI, HTTP).
 MAX_BUDGET_TOKENS = 1_000_000
-#: OSRAG_* variables read outside Settings (not settings, so not "unknown").
-OTHER_ENV_VARS = frozenset({"OSRAG_DEBUG", "OSRAG_SKIP_INTEGRATION"})
-#: Prefixes of OSRAG_* variables read outside Settings (the test suite's).
-OTHER_ENV_PREFIXES = ("OSRAG_TEST_",)
-#: Variables that were renamed: the old name is not read any more, the warning names the new one.
-RENAMED_ENV_VARS = {"OSRAG_MAX_FILE_MB": "OSRAG_MAX_FILE_BYTES (in bytes: 20 MB is 20000000)"}
-#: Longest value an error line quotes back (a 5,000-character value is cut, not echoed).
-MAX_SHOWN_CHARS = 80
 
 # Reusable range types; the bounds are what the error line quotes back.
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -80,27 +80,6 @@ def default_dev_home() -> Path:
     return Path(user_cache_dir("osrag"))
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``: the one way a URL is shown.
-
-    The user name stays (it helps to see *who* was refused); the password never
-    does. Works on strings that are not valid URLs too (they are shown in errors),
-    and masks generously: everything before the last ``@`` that holds a ``:``.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-    head, tail = rest[:cut], rest[cut:]
-    userinfo, at, host = head.rpartition("@")
-    if not at or ":" not in userinfo:
-        return url
-    user = userinfo.split(":", 1)[0]
-    if "/" in user:
-        user = ""
-    return f"{scheme}{sep}{user}:***@{host}{tail}"
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -119,7 +98,7 @@ class Settings(BaseSettings):
         except ValidationError as exc:
             raise settings_error(exc, given=values) from exc
         except SettingsError as exc:  # a value pydantic-settings could not even parse (e.g. bad JSON)
-            raise InvalidSetting(_unparsable(exc)) from exc
+            raise InvalidSetting(checks.unparsable(exc, type(self).model_fields)) from exc
         warn_unknown_env()
 
     def __repr_args__(self) -> Any:
@@ -148,7 +127,7 @@ class Settings(BaseSettings):
     # URL's user-info is set, else none. sigv4: AWS request signing (the aws extra), credentials from
     # the standard AWS chain; cert: a client certificate and key (mTLS); header: OSRAG_AUTH_HEADER sent
     # as the Authorization header (a bearer token or an API key), never printed or logged.
-    auth: Literal["none", "basic", "sigv4", "cert", "header"] | None = None
+    auth: AuthMode | None = None
     auth_header: SecretStr | None = None  # e.g. "Bearer eyJ..." or "ApiKey ..."
     auth_header_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")] = "Authorization"
     aws_region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")] | None = None
@@ -177,8 +156,8 @@ class Settings(BaseSettings):
     # the dev set recall@10 0.958 / MRR@10 0.832 against 0.953 / 0.814 for stemmed BM25 on the text
     # field alone, and golden hit@5 0.794 (BM25 alone 0.778); RRF at any weight lost MRR on the dev
     # set (0.9/0.1: 0.796). Re-measure with `osrag eval` when a trained encoder is used.
-    fusion_weights: tuple[Weight, Weight] = (0.8, 0.2)
-    fusion: Literal["rrf", "minmax"] = "minmax"
+    fusion_weights: tuple[Weight, Weight] = DEFAULT_FUSION_WEIGHTS
+    fusion: Fusion = DEFAULT_FUSION
     stemmer: Literal["russian", "light_russian"] = "russian"  # Snowball or the lighter stemmer
 
     # --- models ------------------------------------------------------------------
@@ -279,7 +258,7 @@ class Settings(BaseSettings):
     # recall (default): the budget filled in fused order with whole, non-duplicate chunks that
     # are not filler -- recall within budget at least top-k's minus 0.02 on both eval sets;
     # minimal: only chunks close to the best evidence (leaner, loses answers; see README).
-    selection: Literal["recall", "minimal"] = "recall"
+    selection: Policy = DEFAULT_POLICY
     # Every read must name a tenant in its principal (osrag.access); chunks of other tenants are never shown.
     require_tenant: bool = False
 
@@ -291,9 +270,7 @@ class Settings(BaseSettings):
     # or a trusted gateway's headers; with neither the server starts only with serve_public_only.
     serve_jwt_key: SecretStr | None = None
     serve_jwt_key_file: Path | None = None
-    serve_jwt_algorithm: Literal["HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "PS256"] = (
-        "HS256"
-    )
+    serve_jwt_algorithm: JwtAlgorithm = DEFAULT_JWT_ALGORITHM
     serve_jwt_audience: str | None = None  # when set, a token must carry this aud
     serve_jwt_issuer: str | None = None  # when set, a token must carry this iss
     serve_jwt_groups_claim: Annotated[str, Field(pattern=r"^[^.\s]+(\.[^.\s]+)*$")] = "groups"  # dotted path
@@ -323,37 +300,12 @@ class Settings(BaseSettings):
     @field_validator("url")
     @classmethod
     def _url_is_http_with_host(cls, v: str) -> str:
-        try:
-            parts = urlsplit(v.strip())
-            port = parts.port  # raises on a non-numeric or out-of-range port
-        except ValueError:
-            raise ValueError("has an invalid host or port") from None
-        if parts.scheme not in ("http", "https"):
-            raise ValueError("must start with http:// or https://")
-        if not parts.hostname:
-            raise ValueError("has no host")
-        if port == 0:
-            raise ValueError("port must be within 1..65535")
-        return v.strip().rstrip("/")
+        return checks.normal_url(v)
 
     @field_validator("hosts")
     @classmethod
     def _hosts_are_bare_urls(cls, v: str) -> str:
-        out = []
-        for item in (x.strip().rstrip("/") for x in v.split(",")):
-            if not item:
-                continue
-            try:
-                parts = urlsplit(item)
-                parts.port  # noqa: B018 -- raises on a non-numeric or out-of-range port
-            except ValueError:
-                raise ValueError(f"{redact_url(item)} has an invalid host or port") from None
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"{redact_url(item)} is not http(s)://host[:port]")
-            if "@" in parts.netloc:
-                raise ValueError("carry no credentials (OSRAG_URL's or OSRAG_USER's apply to every node)")
-            out.append(item)
-        return ",".join(out)
+        return checks.normal_hosts(v)
 
     @field_validator("budget_tokenizer")
     @classmethod
@@ -376,59 +328,35 @@ class Settings(BaseSettings):
     @field_validator("fusion_weights")
     @classmethod
     def _weights_sum_to_one(cls, v: tuple[float, float]) -> tuple[float, float]:
-        # Checked on the node: the score-ranker pipeline refuses weights [0.5, 0.6].
-        if not math.isclose(sum(v), 1.0, abs_tol=1e-6):
-            raise ValueError(f"the two weights must sum to 1, got {v[0]:g} + {v[1]:g}")
-        return v
+        return checks.weights_summing_to_one(v)
 
     @model_validator(mode="after")
     def _one_source_of_credentials(self) -> Settings:
-        in_url = urlsplit(self.url).username is not None
-        if in_url and (self.user or self.password):
-            raise ValueError(
-                "OSRAG_URL carries credentials and OSRAG_USER/OSRAG_PASSWORD are set too; keep one"
-            )
-        if self.password is not None and not self.user:
-            raise ValueError("OSRAG_PASSWORD is set but OSRAG_USER is not")
-        scheme = urlsplit(self.url).scheme
-        if any(urlsplit(h).scheme != scheme for h in self.hosts.split(",") if h):
-            raise ValueError(f"OSRAG_HOSTS must use the scheme of OSRAG_URL ({scheme}://)")
+        problem = checks.credentials_problem(
+            self.url, self.hosts, user=self.user, has_password=self.password is not None
+        )
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")
     def _auth_mode_is_complete(self) -> Settings:
         """Every mode has what it needs, and nothing of another mode is set (it would be ignored)."""
-        mode = self.auth_mode
-        has_basic = bool(self.user) or urlsplit(self.url).username is not None
-        if mode == "basic" and not has_basic:
-            raise ValueError(
-                "OSRAG_AUTH=basic needs OSRAG_USER/OSRAG_PASSWORD or user:password@ in OSRAG_URL"
-            )
-        if mode != "basic" and has_basic:
-            raise ValueError(f"OSRAG_AUTH={mode} but basic-auth credentials are set too; keep one")
-        if (mode == "header") != (self.auth_header is not None):
-            raise ValueError(
-                "OSRAG_AUTH=header needs OSRAG_AUTH_HEADER"
-                if mode == "header"
-                else f"OSRAG_AUTH_HEADER is set but OSRAG_AUTH is {mode}, not header"
-            )
-        certs = (self.client_cert, self.client_key)
-        if mode == "cert":
-            if None in certs:
-                raise ValueError("OSRAG_AUTH=cert needs OSRAG_CLIENT_CERT and OSRAG_CLIENT_KEY")
-            for var, path in zip(("OSRAG_CLIENT_CERT", "OSRAG_CLIENT_KEY"), certs):
-                if not Path(path).is_file():
-                    raise ValueError(f"{var}={path} is not a readable file")
-            if not self.url.startswith("https://"):
-                raise ValueError("OSRAG_AUTH=cert needs an https:// OSRAG_URL")
-        elif any(c is not None for c in certs):
-            raise ValueError(f"OSRAG_CLIENT_CERT/OSRAG_CLIENT_KEY are set but OSRAG_AUTH is {mode}, not cert")
-        if mode == "sigv4" and not self.effective_aws_region:
-            raise ValueError("OSRAG_AUTH=sigv4 needs OSRAG_AWS_REGION (or AWS_REGION)")
+        problem = checks.auth_problem(
+            self.auth_mode,
+            url=self.url,
+            has_basic=bool(self.user) or urlsplit(self.url).username is not None,
+            has_header=self.auth_header is not None,
+            client_cert=self.client_cert,
+            client_key=self.client_key,
+            aws_region=self.effective_aws_region,
+        )
+        if problem:
+            raise ValueError(problem)
         return self
 
     @property
-    def auth_mode(self) -> str:
+    def auth_mode(self) -> AuthMode:
         """The authentication mode in force: OSRAG_AUTH, else basic when credentials are set, else none."""
         if self.auth is not None:
             return self.auth
@@ -458,18 +386,13 @@ class Settings(BaseSettings):
     @property
     def bare_url(self) -> str:
         """The cluster URL without user-info: what the client connects to (credentials go apart)."""
-        parts = urlsplit(self.url)
-        host = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        return checks.bare_url(self.url)
 
     def credentials(self) -> tuple[str, str] | None:
         """Basic-auth pair from OSRAG_USER/OSRAG_PASSWORD or from the URL's user-info (never both)."""
         if self.user:
             return (self.user, self.password.get_secret_value() if self.password else "")
-        parts = urlsplit(self.url)
-        if parts.username is None:
-            return None
-        return (unquote(parts.username), unquote(parts.password or ""))
+        return checks.url_credentials(self.url)
 
     @property
     def tls_verify(self) -> bool:
@@ -488,7 +411,7 @@ class Settings(BaseSettings):
     def redacted(self) -> dict[str, object]:
         """Settings as a dict that is safe to print."""
         data = self.model_dump()
-        for secret in _SECRET_FIELDS:
+        for secret in SECRET_FIELDS:
             if data.get(secret) is not None:
                 data[secret] = "***"
         data["url"] = self.display_url
@@ -496,144 +419,19 @@ class Settings(BaseSettings):
 
 
 # ---------------------------------------------------------------------------- errors
-_SECRET_FIELDS = frozenset({"password", "auth_header", "serve_jwt_key", "serve_gateway_secret"})
-
-#: Ranges that are more than one field's own bounds (cross-field or structured values).
-_ALLOWED_TEXT = {
-    "url": "http(s)://[user:password@]host[:port]",
-    "hosts": "comma-separated http(s)://host[:port], no credentials",
-    "fusion_weights": "[bm25, knn], each 0 <= value <= 1, summing to 1",
-    "chunk_min_tokens": "0 <= value < OSRAG_CHUNK_MAX_TOKENS",
-}
-
-#: pydantic's wording for a range/choice/format miss repeats the bound; the allowed part says it once.
-_SHORT_MSG = {
-    "greater_than": "out of range",
-    "greater_than_equal": "out of range",
-    "less_than": "out of range",
-    "less_than_equal": "out of range",
-    "literal_error": "not a known value",
-    "string_pattern_mismatch": "wrong format",
-    "string_too_short": "must not be empty",
-}
-
-
-def _allowed(name: str) -> str:
-    """The allowed range of a field, read from its own declaration (one place)."""
-    if name in _ALLOWED_TEXT:
-        return _ALLOWED_TEXT[name]
-    field = Settings.model_fields.get(name)
-    if field is None:
-        return ""
-    choices = _literal_choices(field.annotation)
-    if choices:
-        return "one of " + ", ".join(choices)
-    low = high = pattern = ""
-    for meta in _metadata(field.annotation, field.metadata):
-        if getattr(meta, "ge", None) is not None:
-            low = f"{meta.ge} <= "
-        if getattr(meta, "gt", None) is not None:
-            low = f"{meta.gt} < "
-        if getattr(meta, "le", None) is not None:
-            high = f" <= {meta.le}"
-        if getattr(meta, "lt", None) is not None:
-            high = f" < {meta.lt}"
-        if getattr(meta, "pattern", None):
-            pattern = f"matching {meta.pattern}"
-    if low or high:
-        return f"{low}value{high}"
-    return pattern
-
-
-def _metadata(annotation: Any, own: list[Any]) -> list[Any]:
-    """Constraint objects of a field, also those nested in ``Optional`` / tuple items."""
-    out = list(own)
-    stack = [annotation]
-    while stack:
-        a = stack.pop()
-        for meta in getattr(a, "__metadata__", ()):
-            out.extend(meta.metadata if isinstance(meta, FieldInfo) else [meta])
-        stack.extend(get_args(a))
-    return out
-
-
-def _literal_choices(annotation: Any) -> list[str]:
-    if get_origin(annotation) is Literal:
-        return [str(a) for a in get_args(annotation)]
-    return []
-
-
-def _shown(name: str, value: object) -> str:
-    if name in _SECRET_FIELDS:
-        return "***"
-    if name == "url" and isinstance(value, str):
-        return repr(redact_url(value))
-    if name == "hosts" and isinstance(value, str):
-        return repr(",".join(redact_url(h) for h in value.split(",")))
-    if isinstance(value, str):
-        return _cut(repr(value))
-    if isinstance(value, (list, tuple)):
-        return _cut("[" + ", ".join(f"{x}" for x in value) + "]")
-    return _cut(f"{value}")
-
-
-def _cut(shown: str) -> str:
-    """An echoed value within ``MAX_SHOWN_CHARS``, its length said when cut."""
-    if len(shown) <= MAX_SHOWN_CHARS:
-        return shown
-    return f"{shown[: MAX_SHOWN_CHARS - 1]}… ({len(shown):,} characters)"
-
-
 def settings_error(exc: ValidationError, given: Mapping[str, Any] | None = None) -> InvalidSetting:
     """One line for the first bad setting: the variable (or ``Settings(name=...)`` when the value
     was given in code), its value (never a secret, long ones cut), what is allowed."""
-    first = exc.errors(include_url=False)[0]
-    loc = first.get("loc") or ()
-    msg = _SHORT_MSG.get(
-        str(first.get("type")), str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    )
-    if not loc:  # a cross-field check: its message names the variables itself
-        return InvalidSetting(f"invalid settings: {msg}")
-    name = str(loc[0])
-    allowed = _allowed(name)
-    if given is not None and name in given:  # set in code: speak the API's language
-        line = f"invalid Settings({name}={_shown(name, given[name])}): {msg}"
-        return InvalidSetting(line + (f" (allowed: {allowed})" if allowed else ""))
-    var = ENV_PREFIX + name.upper()
-    raw = os.environ.get(var)
-    value = _shown(name, raw if raw is not None else first.get("input"))
-    line = f"invalid setting {var}={value}: {msg}"
-    return InvalidSetting(line + (f" (allowed: {allowed})" if allowed else ""))
-
-
-_WARNED: set[str] = set()
+    return checks.settings_error(exc, Settings.model_fields, given)
 
 
 def warn_unknown_env(environ: Mapping[str, str] | None = None) -> list[str]:
     """Warn (once per process) about each ``OSRAG_*`` variable no setting reads, naming the
     closest known one: a typo such as ``OSRAG_BUDGET_TOKEN=5`` must not be ignored silently.
     Returns the warnings given now."""
-    import difflib
-
-    env = os.environ if environ is None else environ
-    known = {ENV_PREFIX + n.upper() for n in Settings.model_fields} | OTHER_ENV_VARS
-    out: list[str] = []
-    for var in sorted(env):
-        upper = var.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in known or upper.startswith(OTHER_ENV_PREFIXES):
-            continue
-        if var in _WARNED:
-            continue
-        _WARNED.add(var)
-        if upper in RENAMED_ENV_VARS:
-            msg = f"{var} is not read any more: use {RENAMED_ENV_VARS[upper]}"
-        else:
-            close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.6)
-            msg = f"{var} is not an osrag setting and is ignored" + (
-                f"; did you mean {close[0]}?" if close else ""
-            )
+    out = checks.unknown_env(Settings.model_fields, environ)
+    for msg in out:
         log.warning(msg)
-        out.append(msg)
     return out
 
 
@@ -646,16 +444,4 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         raise settings_error(exc) from exc
     except SettingsError as exc:  # a value pydantic-settings could not even parse (e.g. bad JSON)
-        raise InvalidSetting(_unparsable(exc)) from exc
-
-
-def _unparsable(exc: SettingsError) -> str:
-    m = re.search(r'field "(\w+)"', str(exc))
-    if not m:
-        return f"invalid setting: {exc}"
-    name = m.group(1)
-    var = ENV_PREFIX + name.upper()
-    raw = os.environ.get(var)
-    shown = "" if raw is None else "=" + _shown(name, raw)
-    allowed = _allowed(name)
-    return f"invalid setting {var}{shown}: cannot be parsed" + (f" (allowed: {allowed})" if allowed else "")
+        raise InvalidSetting(checks.unparsable(exc, Settings.model_fields)) from exc

@@ -78,11 +78,11 @@ def read_status(settings: Settings) -> Status:
         lock = read_lock(admin.cluster, settings.alias)
         st.index = index
         st.layout["index"] = admin.layout(index)
-        st.embedding_model = meta.get("embedding_model")
-        st.dimension = meta.get("dimension")
-        st.last_ingest_at = meta.get("last_ingest_at")
+        st.embedding_model = meta.embedding_model
+        st.dimension = meta.dimension
+        st.last_ingest_at = meta.last_ingest_at
         st.last_ingest_age_s = age_seconds(st.last_ingest_at)
-        st.previous_index = meta.get("previous_index")
+        st.previous_index = meta.previous_index
         st.reindex_lock = {**lock, "state": lock_state(lock)} if lock else None
         st.pipelines = {v: admin.pipeline_name(v) for v in PIPELINES}
         st.fusion = settings.fusion

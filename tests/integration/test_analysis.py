@@ -422,7 +422,7 @@ def test_russian_vs_light_russian(
     osrag_cleanup(light_settings.alias)
     light = Admin(light_settings)
     light.install()
-    assert light.meta()["stemmer"] == "light_russian" and admin.meta()["stemmer"] == "russian"
+    assert light.meta().stemmer == "light_russian" and admin.meta().stemmer == "russian"
     # The aliases are separate: each one's template (and stemmer) is on its own index.
     assert light.require_index() != admin.require_index()
 

@@ -44,14 +44,14 @@ def corpus(admin: Admin, settings: Settings, tmp_path: Path) -> Settings:
 
 def test_ingest_records_who_counted_and_the_default_reuses_it(corpus: Settings) -> None:
     meta = Admin(corpus).meta()
-    assert meta["token_counter"]["name"] == "navec:news-300d"
-    assert meta["token_counter"]["kind"] == "embedding-model"
-    assert meta["token_counter"]["fingerprint"].startswith("sha256:")
+    assert meta.counter.name == "navec:news-300d"
+    assert meta.counter.kind == "embedding-model"
+    assert str(meta.counter.fingerprint).startswith("sha256:")
     env = SearchClient(corpus).search(QUESTIONS[0], principal=PUBLIC, budget_tokens=400)
     assert env.passages
     assert env.tokenizer is not None
     assert (env.tokenizer.name, env.tokenizer.kind) == ("navec:news-300d", "embedding-model")
-    assert env.tokenizer.fingerprint == meta["token_counter"]["fingerprint"]
+    assert env.tokenizer.fingerprint == meta.counter.fingerprint
     assert env.tokenizer.stored_counts is True
 
 

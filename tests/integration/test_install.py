@@ -106,10 +106,10 @@ def test_check_on_missing_alias_reports_everything_missing(
 def test_index_meta_records_the_model(admin: Admin, settings: Settings) -> None:
     index = admin.require_index()
     meta = admin.meta(index)
-    assert meta["embedding_model"] == "navec:news-300d"
-    assert meta["dimension"] == 300
-    assert meta["stemmer"] == "russian"
-    fp = meta["fingerprint"]
+    assert meta.embedding_model == "navec:news-300d"
+    assert meta.dimension == 300
+    assert meta.stemmer == "russian"
+    fp = str(meta.fingerprint)
     assert len(fp) == 10 and fp in index
     assert index.startswith(f"{settings.alias}-{fp}-")
     # The vector field got the model's dimension.

