@@ -29,6 +29,7 @@ from osrag.names import (
 )
 from osrag.records import IndexMeta
 from osrag.settings import Settings
+from osrag.vocabulary import DEFAULT_FUSION, PipelineVariant
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Admin:
     def alias(self) -> str:
         return self.s.alias
 
-    def pipeline_name(self, variant: str = "rrf") -> str:
+    def pipeline_name(self, variant: PipelineVariant = DEFAULT_FUSION) -> str:
         return pipeline_name(self.alias, variant)
 
     @property

@@ -1,5 +1,5 @@
-"""The shared vocabulary of an alias: names of what osrag keeps in the cluster, and the
-query pieces every reader and writer agree on.
+"""The names of what osrag keeps in the cluster for an alias, and the query pieces every
+reader and writer agree on (the closed word sets themselves live in ``osrag.vocabulary``).
 
 The ground floor of the house: admin (installs), indexing (writes), reindex (moves),
 search (reads) all import from here and never from each other for these names. Pure:
@@ -13,15 +13,30 @@ import hashlib
 import re
 from typing import Any
 
-#: Fusion variant -> the file name (and name suffix) of its search pipeline.
-PIPELINES = {"rrf": "hybrid-rrf", "minmax": "hybrid-minmax", "rrf-explain": "hybrid-rrf-explain"}
+from osrag.vocabulary import DEFAULT_FUSION, PIPELINES, PipelineVariant
+
+__all__ = [
+    "ANALYZERS",
+    "HIDDEN_ID",
+    "PIPELINES",
+    "age_seconds",
+    "content_hash",
+    "index_regex",
+    "pipeline_name",
+    "state_index",
+    "template_name",
+    "utcnow",
+    "visibility_filter",
+]
+
 #: The analyzers the index template installs (admin's debugging view lists them).
 ANALYZERS = ("ru_index", "ru_search", "ru_quote", "ident")
 #: The one document of the state index that lists the version keys readers must not see.
 HIDDEN_ID = "hidden"
 
 
-def pipeline_name(alias: str, variant: str = "rrf") -> str:
+def pipeline_name(alias: str, variant: PipelineVariant = DEFAULT_FUSION) -> str:
+    """The alias's search pipeline of ``variant`` (the shipped fusion's when not named)."""
     return f"{alias}-{PIPELINES[variant]}"
 
 
