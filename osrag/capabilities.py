@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from osrag.errors import ClusterError
+from osrag.vocabulary import EQUAL_WEIGHT_PIPELINES
 
 #: The oldest server line osrag runs on (``score-ranker-processor`` and hybrid pagination).
 MIN_VERSION = (2, 19, 0)
@@ -182,7 +183,7 @@ def refuse_on_serverless(settings: Any, command: str, *, roles: bool = False) ->
 
 
 #: Pipeline files that have a form for servers without weighted RRF (before 3.1).
-EQUAL_WEIGHT_FILES = {"hybrid-rrf": "hybrid-rrf-equal", "hybrid-rrf-explain": "hybrid-rrf-explain-equal"}
+EQUAL_WEIGHT_FILES = EQUAL_WEIGHT_PIPELINES
 
 
 def pipeline_file(name: str, caps: Capabilities) -> str:
