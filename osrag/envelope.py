@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from osrag.vocabulary import DEFAULT_FUSION, DEFAULT_POLICY, Fusion, LeftOutReason, Policy, Status
+
 
 class StageScores(BaseModel):
     fused: float | None = None
@@ -27,7 +29,7 @@ class Passage(BaseModel):
     source: str = ""
     section_id: str | None = None
     parent_section_id: str | None = None
-    kind: str = "text"
+    kind: str = "text"  # one of vocabulary.CHUNK_KINDS for what the chunkers write
     text: str
     tokens: int
     start: int | None = None  # character span of the body in the source document, for citations
@@ -72,7 +74,7 @@ class LeftOutItem(BaseModel):
     chunk_id: str
     doc_id: str
     tokens: int
-    reason: Literal["budget", "duplicate", "not_worth"]
+    reason: LeftOutReason
     duplicate_of: str | None = None
 
 
@@ -107,7 +109,7 @@ class BudgetTokenizer(BaseModel):
 
 class Envelope(BaseModel):
     question: str
-    status: Literal["complete", "budgeted", "nothing_relevant"]
+    status: Status
     message: str
     budget_tokens: int
     spent_tokens: int
@@ -118,9 +120,10 @@ class Envelope(BaseModel):
     below_threshold: int = 0
     candidates: int = 0
     reserved_slot_used: str | None = None
-    fusion: str = "rrf"
+    # The fusion of the alias's search pipeline (OSRAG_FUSION).
+    fusion: Fusion = DEFAULT_FUSION
     # The selection policy that ran: "recall" (the default, recall-safe) or "minimal" (leaner).
-    selection: Literal["recall", "minimal"] = "recall"
+    selection: Policy = DEFAULT_POLICY
     rerank: RerankInfo = Field(default_factory=RerankInfo)
     filters: dict[str, object] = Field(default_factory=dict)
     #: Whom the answer was filtered for (``Principal.describe``): groups, tenant, public_only, all_access.

@@ -242,13 +242,9 @@ class VersionStore:
             for p in todo:
                 contexts = p.contexts or [""] * len(p.chunks)
                 for c, vector, context in zip(p.chunks, p.vectors, contexts):
-                    full = f"{p.version_key}:{c.ordinal}"
-                    _id = bounded_id(full)
-                    key_of[_id] = p.version_key
-                    src = chunk_source(p.doc, c, p.version_key, vector, now, p.stamp, context)
-                    if _id != full:
-                        src["full_id"] = full
-                    yield {"_op_type": "index", "_index": index, "_id": _id, "_source": src}
+                    action = chunk_action(index, p.doc, c, p.version_key, vector, now, p.stamp, context)
+                    key_of[action["_id"]] = p.version_key
+                    yield action
 
         failed: dict[str, str] = {}
         items = bulk.write(self.cluster, actions(), "bulk write")
@@ -258,6 +254,54 @@ class VersionStore:
             why = bulk.reason(info.get("error"))
             failed.setdefault(key, f"bulk write failed: {info.get('status')} {why}")
         return BatchOutcome(failed, items)
+
+
+def version_key(doc_id: str, version: str) -> str:
+    """The key every chunk of one version of a document carries: ``{doc_id}@{version}``."""
+    return f"{doc_id}@{version}"
+
+
+def document_version(
+    doc: Document,
+    strategy: str,
+    config: Any,
+    model_name: str,
+    stamp: FileStamp | None = None,
+    context_recipe: str = "",
+) -> str:
+    """The version's hash: the document's text, metadata and the settings that shape its chunks
+    (``strategy``, the chunking ``config``, the model) -- and, for a file, its stamp, so the stored
+    stamp always belongs to the version. Ingest and the benches key versions with it alike."""
+    h = hashlib.sha256()
+    h.update(doc.text.encode("utf-8"))
+    h.update(repr(sorted((k, str(v)) for k, v in doc.metadata.items())).encode("utf-8"))
+    h.update(repr((strategy, config, model_name, doc.title, doc.source)).encode("utf-8"))
+    h.update(repr(sorted(doc.variables.items())).encode("utf-8"))  # they change the chunk text
+    if stamp is not None:
+        h.update(repr((stamp.collection, stamp.origin, stamp.file_hash)).encode("utf-8"))
+    if context_recipe:  # the contexts change what is embedded (none adds nothing)
+        h.update(f"context={context_recipe}".encode())
+    return h.hexdigest()[:16]
+
+
+def chunk_action(
+    index: str,
+    doc: Document,
+    c: Chunk,
+    version_key: str,
+    vector: Any,
+    now: str,
+    stamp: FileStamp | None = None,
+    context: str = "",
+) -> dict[str, Any]:
+    """The bulk action that writes one chunk (``chunk_source``) under ``{version_key}:{ordinal}``,
+    bounded to the ``_id`` limit (``bounded_id``; the full id is then kept in ``full_id``)."""
+    full = f"{version_key}:{c.ordinal}"
+    _id = bounded_id(full)
+    src = chunk_source(doc, c, version_key, vector, now, stamp, context)
+    if _id != full:
+        src["full_id"] = full
+    return {"_op_type": "index", "_index": index, "_id": _id, "_source": src}
 
 
 def bounded_id(full: str) -> str:
@@ -392,6 +436,9 @@ __all__ = [
     "PreparedDoc",
     "VersionStore",
     "bounded_id",
+    "chunk_action",
     "chunk_source",
+    "document_version",
+    "version_key",
     "visible_values",
 ]
