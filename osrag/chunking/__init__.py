@@ -16,7 +16,7 @@ tables), never by hand. The package, bottom floor first (each module imports onl
 - ``dialects``: the reader, a docs team's dialect (directives, includes, variables) -> readable Markdown;
 - ``markdown``: blocks, list items and sections (with anchors) from the tokens, ``markdown_title``;
 - ``splitting``: the sentence -> line -> word fallback for long prose;
-- ``frame``: the rendering context (breadcrumb, footnotes, budget) and ``_Piece``;
+- ``frame``: the rendering context (breadcrumb, footnotes, budget) and ``Piece``;
 - ``code`` and ``pieces``: tables, lists, code and lead-ins cut at their own seams;
 - ``packing``: greedy packing, overlap, small-chunk merging, emitting chunks;
 - ``chunkers``: ``chunk_markdown``, ``chunk_text``, ``chunk_document``; ``fixed``: the baseline;

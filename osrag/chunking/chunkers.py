@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 from osrag.chunking.fixed import chunk_fixed
-from osrag.chunking.frame import _chunk_path, _crumb, _Env, _Frame, _Piece
+from osrag.chunking.frame import Env, Frame, Piece, chunk_path, crumb_line
 from osrag.chunking.markdown import (
-    _content_end,
-    _content_start,
-    _parse,
-    _section_at,
-    _split_lines,
+    content_end,
+    content_start,
+    parse_document,
     parse_sections,
+    section_at,
+    split_lines,
 )
 from osrag.chunking.model import (
     MAX_CHARS_PER_TOKEN,
@@ -26,8 +26,8 @@ from osrag.chunking.model import (
     simple_token_count,
     thrifty_counter,
 )
-from osrag.chunking.packing import _emit, _Group, _merge_small, _merge_tiny_sections, _movable_notes, _pack
-from osrag.chunking.pieces import _para_pieces, _section_pieces
+from osrag.chunking.packing import Group, emit_chunks, merge_small, merge_tiny_sections, movable_notes, pack
+from osrag.chunking.pieces import para_pieces, section_pieces
 
 # --------------------------------------------------------------------------
 # Public chunkers
@@ -54,18 +54,18 @@ def chunk_markdown(
     if not doc.text.strip():
         return []
     exact, count = count, thrifty_counter(count, _thrift_limit(config))
-    parsed = _parse(doc)
-    notes, moved = _movable_notes(doc.text, parsed.blocks, max(1, config.max_tokens // 3), count)
-    env = _Env(doc.text, parsed.lines, config, count, notes)
-    groups: list[_Group] = []
+    parsed = parse_document(doc)
+    notes, moved = movable_notes(doc.text, parsed.blocks, max(1, config.max_tokens // 3), count)
+    env = Env(doc.text, parsed.lines, config, count, notes)
+    groups: list[Group] = []
     for sec, own in zip(parsed.sections, parsed.own):
-        path = _chunk_path(doc, sec)
-        frame = _Frame(env, _crumb(path, config, count))
+        path = chunk_path(doc, sec)
+        frame = Frame(env, crumb_line(path, config, count))
         blocks = [(bi, parsed.blocks[bi]) for bi in own if bi not in moved]
-        drafts = _merge_small(env, frame, _pack(env, frame, _section_pieces(env, frame, blocks)))
-        groups.append(_Group(sec, path, frame, tuple(drafts)))
-    groups = _merge_tiny_sections(env, parsed, groups)
-    chunks = _emit(doc, env, [(d, g.frame, g.path, g.section) for g in groups for d in g.drafts])
+        drafts = merge_small(env, frame, pack(env, frame, section_pieces(env, frame, blocks)))
+        groups.append(Group(sec, path, frame, tuple(drafts)))
+    groups = merge_tiny_sections(env, parsed, groups)
+    chunks = emit_chunks(doc, env, [(d, g.frame, g.path, g.section) for g in groups for d in g.drafts])
     return _recount_long(chunks, config, exact)
 
 
@@ -96,12 +96,12 @@ def chunk_text(
     if not text.strip():
         return []
     exact, count = count, thrifty_counter(count, _thrift_limit(config))
-    lines = _split_lines(text)
-    env = _Env(text, lines, config, count, {})
+    lines = split_lines(text)
+    env = Env(text, lines, config, count, {})
     title = doc.title.strip()
     path = (title,) if title else ()
-    frame = _Frame(env, _crumb(path, config, count))
-    pieces: list[_Piece] = []
+    frame = Frame(env, crumb_line(path, config, count))
+    pieces: list[Piece] = []
     i, bi = 0, 0
     while i < len(lines):
         if not lines[i].text.strip():
@@ -110,16 +110,15 @@ def chunk_text(
         j = i
         while j + 1 < len(lines) and lines[j + 1].text.strip():
             j += 1
-        pieces.extend(_para_pieces(env, frame, _content_start(lines[i]), _content_end(lines[j]), bi))
+        pieces.extend(para_pieces(env, frame, content_start(lines[i]), content_end(lines[j]), bi))
         bi += 1
         i = j + 1
-    drafts = _merge_small(env, frame, _pack(env, frame, pieces))
+    drafts = merge_small(env, frame, pack(env, frame, pieces))
     sections = parse_sections(doc)
     items = [
-        (d, frame, path, _section_at(sections, min(p.start for p in d if p.kind != "overlap")))
-        for d in drafts
+        (d, frame, path, section_at(sections, min(p.start for p in d if p.kind != "overlap"))) for d in drafts
     ]
-    return _recount_long(_emit(doc, env, items), config, exact)
+    return _recount_long(emit_chunks(doc, env, items), config, exact)
 
 
 STRATEGIES: tuple[str, ...] = ("markdown", "text", "fixed")

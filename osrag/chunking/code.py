@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from osrag.chunking.frame import _Env, _Frame, _Piece
-from osrag.chunking.markdown import _Block, _content_end, _content_start, _indent, _Line
-from osrag.chunking.splitting import _prefixed
+from osrag.chunking.frame import Env, Frame, Piece
+from osrag.chunking.markdown import Block, Line, content_end, content_start, indent_width
+from osrag.chunking.splitting import prefixed
 
 # ---- code ----------------------------------------------------------------
 
@@ -41,7 +41,7 @@ _COMMENT_RE = re.compile(r"^(?:#(?!!)|//|/\*|\*|--\s)")
 _TRAILING_COMMENT_RE = re.compile(r"\s+(?:#|//).*$")
 
 
-def _is_unit_start(lines: Sequence[_Line], i: int, hi: int, member: bool) -> bool:
+def _is_unit_start(lines: Sequence[Line], i: int, hi: int, member: bool) -> bool:
     s = lines[i].text.strip()
     if _DECORATOR_RE.match(s) or _UNIT_RE.match(s):
         return True
@@ -50,23 +50,23 @@ def _is_unit_start(lines: Sequence[_Line], i: int, hi: int, member: bool) -> boo
     return member and bool(_METHOD_RE.match(s))
 
 
-def _unit_bounds(lines: Sequence[_Line], lo: int, hi: int, indent: int, member: bool) -> list[int]:
+def _unit_bounds(lines: Sequence[Line], lo: int, hi: int, indent: int, member: bool) -> list[int]:
     """Lines that open a function/class at ``indent``; decorators and a
     directly preceding comment block travel with the definition."""
     nb = [i for i in range(lo, hi + 1) if lines[i].text.strip()]
     bounds: list[int] = []
     for idx, i in enumerate(nb):
-        if _indent(lines[i].text) != indent or not _is_unit_start(lines, i, hi, member):
+        if indent_width(lines[i].text) != indent or not _is_unit_start(lines, i, hi, member):
             continue
         if idx > 0:
             p = lines[nb[idx - 1]].text
-            if _indent(p) == indent and _DECORATOR_RE.match(p.strip()):
+            if indent_width(p) == indent and _DECORATOR_RE.match(p.strip()):
                 continue
         j = idx
         while (
             j > 0
             and nb[j - 1] == nb[j] - 1
-            and _indent(lines[nb[j - 1]].text) == indent
+            and indent_width(lines[nb[j - 1]].text) == indent
             and _COMMENT_RE.match(lines[nb[j - 1]].text.strip())
         ):
             j -= 1
@@ -74,7 +74,7 @@ def _unit_bounds(lines: Sequence[_Line], lo: int, hi: int, indent: int, member: 
     return bounds
 
 
-def _ranges(lines: Sequence[_Line], starts: Sequence[int], hi: int) -> list[tuple[int, int]]:
+def _ranges(lines: Sequence[Line], starts: Sequence[int], hi: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for n, a in enumerate(starts):
         b = starts[n + 1] - 1 if n + 1 < len(starts) else hi
@@ -93,7 +93,7 @@ def _signature(t: str) -> str:
 
 
 def _pack_code(
-    lines: Sequence[_Line],
+    lines: Sequence[Line],
     fits: _CodeFits,
     units: Sequence[tuple[int, int]],
     scopes: tuple[int, ...],
@@ -123,7 +123,7 @@ def _pack_code(
 
 
 def _split_code_unit(
-    lines: Sequence[_Line],
+    lines: Sequence[Line],
     fits: _CodeFits,
     a: int,
     b: int,
@@ -147,12 +147,12 @@ def _split_code_unit(
         units = [(i, i) for i in range(a, b + 1) if lines[i].text.strip()]
         return _pack_code(lines, fits, units, scopes, "line")
     if sig is not None and _CLASS_RE.match(lines[sig].text.strip()):
-        base = _indent(lines[sig].text)
+        base = indent_width(lines[sig].text)
         member_indent = next(
             (
-                _indent(lines[i].text)
+                indent_width(lines[i].text)
                 for i in range(sig + 1, b + 1)
-                if lines[i].text.strip() and _indent(lines[i].text) > base
+                if lines[i].text.strip() and indent_width(lines[i].text) > base
             ),
             None,
         )
@@ -176,38 +176,36 @@ def _split_code_unit(
 _CONTINUATION_RE = re.compile(r"^(?:[)\]}]|else\b|elif\b|except\b|finally\b|catch\b|\.|&&|\|\||\+|\?|:)")
 
 
-def _statement_starts(lines: Sequence[_Line], sig: int, b: int) -> list[int]:
+def _statement_starts(lines: Sequence[Line], sig: int, b: int) -> list[int]:
     """Top-level statements of a function body: the "logical blocks" to cut
     between before falling back to single lines."""
     body = [i for i in range(sig + 1, b + 1) if lines[i].text.strip()]
     if not body:
         return []
-    base = _indent(lines[sig].text)
-    indent = next((_indent(lines[i].text) for i in body if _indent(lines[i].text) > base), None)
+    base = indent_width(lines[sig].text)
+    indent = next((indent_width(lines[i].text) for i in body if indent_width(lines[i].text) > base), None)
     if indent is None:
         return []
     out: list[int] = []
     for n, i in enumerate(body):
         t = lines[i].text
-        if n == 0 or _indent(t) != indent or _CONTINUATION_RE.match(t.strip()):
+        if n == 0 or indent_width(t) != indent or _CONTINUATION_RE.match(t.strip()):
             continue
         prev = lines[body[n - 1]].text.rstrip()
-        if prev.endswith(("(", "[", "{", ",", "\\")) and _indent(lines[body[n - 1]].text) == indent:
+        if prev.endswith(("(", "[", "{", ",", "\\")) and indent_width(lines[body[n - 1]].text) == indent:
             continue  # still inside a bracketed expression
         out.append(i)
     return out
 
 
-def _code_pieces(
-    env: _Env, frame: _Frame, block: _Block, intro: tuple[int, int] | None, bi: int
-) -> list[_Piece]:
+def code_pieces(env: Env, frame: Frame, block: Block, intro: tuple[int, int] | None, bi: int) -> list[Piece]:
     """Whole when it fits; else at top-level def/class boundaries, each piece
     re-fenced with the original opener; lines only as the last resort."""
     text, L = env.text, env.lines
     lead = intro[0] if intro else block.start
     whole = text[lead : block.end]
     if frame.fits(whole) or block.last == block.first:
-        return [_Piece(whole, lead, block.end, "code", bi)]
+        return [Piece(whole, lead, block.end, "code", bi)]
     fence = block.fence or "```"  # indented code is re-fenced in its pieces
     opener = L[block.first].text.strip() if block.fence else fence
     lo = block.first + 1 if block.fence else block.first
@@ -217,21 +215,21 @@ def _code_pieces(
     while hi >= lo and not L[hi].text.strip():
         hi -= 1
     if lo > hi:
-        return [_Piece(whole, lead, block.end, "code", bi)]
+        return [Piece(whole, lead, block.end, "code", bi)]
     intro_text = text[intro[0] : intro[1]] if intro else ""
 
     def render(a: int, b: int, ctx: tuple[str, ...]) -> str:
-        code = text[L[a].start : _content_end(L[b])]
-        return _prefixed(intro_text, "\n".join((opener, *ctx, code, fence)))
+        code = text[L[a].start : content_end(L[b])]
+        return prefixed(intro_text, "\n".join((opener, *ctx, code, fence)))
 
     def fits(a: int, b: int, ctx: tuple[str, ...]) -> bool:
         return frame.fits(render(a, b, ctx))
 
-    indent = min(_indent(L[i].text) for i in range(lo, hi + 1) if L[i].text.strip())
+    indent = min(indent_width(L[i].text) for i in range(lo, hi + 1) if L[i].text.strip())
     units = _ranges(L, [lo, *[x for x in _unit_bounds(L, lo, hi, indent, False) if x > lo]], hi)
-    out: list[_Piece] = []
+    out: list[Piece] = []
     for a, b, ctx in _pack_code(L, fits, units, (), "unit"):
-        start = lead if a == lo else _content_start(L[a])
-        end = block.end if b == hi else _content_end(L[b])
-        out.append(_Piece(render(a, b, ctx), start, end, "code", bi))
+        start = lead if a == lo else content_start(L[a])
+        end = block.end if b == hi else content_end(L[b])
+        out.append(Piece(render(a, b, ctx), start, end, "code", bi))
     return out

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from osrag.chunking.markdown import _section_at, parse_sections
+from osrag.chunking.markdown import parse_sections, section_at
 from osrag.chunking.model import Chunk, Document, TokenCounter, simple_token_count
-from osrag.chunking.splitting import _trim
+from osrag.chunking.splitting import trim_span
 
 
 def chunk_fixed(
@@ -29,10 +29,10 @@ def chunk_fixed(
     pos = 0
     while True:
         end = min(pos + size_chars, len(text))
-        span = _trim(text, pos, end)
+        span = trim_span(text, pos, end)
         if span:
             s, e = span
-            sec = _section_at(sections, s)
+            sec = section_at(sections, s)
             body = text[s:e]
             out.append(
                 Chunk(

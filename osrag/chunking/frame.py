@@ -1,5 +1,5 @@
 """Rendering context shared by the piece builders and the packer: breadcrumb,
-footnotes, token budget, and the ``_Piece`` unit they exchange.
+footnotes, token budget, and the ``Piece`` unit they exchange.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from osrag.chunking.markdown import _FOOTREF_RE, _Line
+from osrag.chunking.markdown import FOOTREF_RE, Line
 from osrag.chunking.model import ChunkingConfig, Document, Section, TokenCounter
 
 # --------------------------------------------------------------------------
@@ -16,9 +16,9 @@ from osrag.chunking.model import ChunkingConfig, Document, Section, TokenCounter
 
 
 @dataclass(frozen=True)
-class _Env:
+class Env:
     text: str
-    lines: tuple[_Line, ...]
+    lines: tuple[Line, ...]
     config: ChunkingConfig
     count: TokenCounter
     notes: Mapping[str, str]  # movable footnote definitions by id
@@ -28,7 +28,7 @@ class _Env:
         if not self.notes:
             return body
         ids: list[str] = []
-        for m in _FOOTREF_RE.finditer(body):
+        for m in FOOTREF_RE.finditer(body):
             if m.group(1) in self.notes and m.group(1) not in ids:
                 ids.append(m.group(1))
         if not ids:
@@ -37,10 +37,10 @@ class _Env:
 
 
 @dataclass(frozen=True)
-class _Frame:
+class Frame:
     """Per-section rendering: breadcrumb + body + appended footnotes."""
 
-    env: _Env
+    env: Env
     crumb: str
 
     def render(self, body: str) -> str:
@@ -61,7 +61,7 @@ class _Frame:
         return self.env.config.max_tokens - self.env.count(self.render(""))
 
 
-def _crumb(path: Sequence[str], config: ChunkingConfig, count: TokenCounter) -> str:
+def crumb_line(path: Sequence[str], config: ChunkingConfig, count: TokenCounter) -> str:
     """Breadcrumb line; outer levels are dropped if it would eat half the budget."""
     if not config.breadcrumb:
         return ""
@@ -78,7 +78,7 @@ def _norm(s: str) -> str:
     return " ".join(s.replace("*", " ").replace("_", " ").replace("`", " ").split()).casefold()
 
 
-def _chunk_path(doc: Document, section: Section) -> tuple[str, ...]:
+def chunk_path(doc: Document, section: Section) -> tuple[str, ...]:
     path = tuple(p for p in section.heading_path if p.strip())
     title = doc.title.strip()
     if title and not (path and _norm(path[0]) == _norm(title)):
@@ -92,7 +92,7 @@ def _chunk_path(doc: Document, section: Section) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class _Piece:
+class Piece:
     body: str
     start: int  # span of the *new* material in Document.text
     end: int
@@ -100,7 +100,7 @@ class _Piece:
     block: int = -1  # source block, to restore original spacing
 
 
-def _joiner(text: str, a: _Piece, b: _Piece) -> str:
+def _joiner(text: str, a: Piece, b: Piece) -> str:
     if a.block >= 0 and a.block == b.block and b.kind == "text":
         if a.kind == "overlap":
             return " "
@@ -111,7 +111,7 @@ def _joiner(text: str, a: _Piece, b: _Piece) -> str:
     return "\n\n"
 
 
-def _join(text: str, pieces: Sequence[_Piece]) -> str:
+def join_pieces(text: str, pieces: Sequence[Piece]) -> str:
     parts = [pieces[0].body]
     for a, b in zip(pieces, pieces[1:]):
         parts.append(_joiner(text, a, b))

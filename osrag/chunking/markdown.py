@@ -19,32 +19,32 @@ from osrag.chunking.model import Document, Section
 from osrag.chunking.parser import block_tokens, inline_text
 
 # Footnote references in chunk text (``[^n]``), to append the note's text after its reference.
-_FOOTREF_RE = re.compile(r"\[\^([^\]\s]+)\](?!:)")
+FOOTREF_RE = re.compile(r"\[\^([^\]\s]+)\](?!:)")
 _FOOTDEF_RE = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:")
 # A table caption in prose ("Таблица 3 — …"), which travels with the table after it.
-_CAPTION_RE = re.compile(r"^(?:\*\*|__)?(?:таблица|табл\.|table)\s*№?\s*\d", re.I)
+CAPTION_RE = re.compile(r"^(?:\*\*|__)?(?:таблица|табл\.|table)\s*№?\s*\d", re.I)
 # An explicit heading id at the end of a heading: {#id}, {#id .class}, {: #id}.
 _HEADING_ID_RE = re.compile(r"\s*\{:?\s*#([^\s{}]+)[^{}]*\}[\s\]}]*$")
 
 
 @dataclass(frozen=True)
-class _Line:
+class Line:
     start: int  # offset of the first char of the line
     end: int  # offset after the last char, newline and \r excluded
     text: str
 
 
 @dataclass(frozen=True)
-class _Item:
+class Item:
     first: int  # line index of the marker line
     start: int  # offset of that line's start (indentation kept for nesting)
     end: int
     head_end: int  # end of the lines before the first child item
-    children: tuple[_Item, ...]
+    children: tuple[Item, ...]
 
 
 @dataclass(frozen=True)
-class _Block:
+class Block:
     kind: str  # heading | paragraph | table | code | list | footnote
     first: int  # first line index
     last: int  # last line index, inclusive
@@ -55,20 +55,20 @@ class _Block:
     anchor: str = ""  # heading anchor as written ({#id}); "" when the heading gives none
     fence: str = ""  # code: the opening fence (``` / ~~~~), "" for indented code
     closed: bool = True  # code: whether the fence has a closing line
-    items: tuple[_Item, ...] = ()  # list: its items, nested
+    items: tuple[Item, ...] = ()  # list: its items, nested
 
 
-def _split_lines(text: str) -> tuple[_Line, ...]:
-    out: list[_Line] = []
+def split_lines(text: str) -> tuple[Line, ...]:
+    out: list[Line] = []
     pos = 0
     for raw in text.split("\n"):
         content = raw[:-1] if raw.endswith("\r") else raw
-        out.append(_Line(pos, pos + len(content), content))
+        out.append(Line(pos, pos + len(content), content))
         pos += len(raw) + 1
     return tuple(out)
 
 
-def _indent(t: str) -> int:
+def indent_width(t: str) -> int:
     n = 0
     for ch in t:
         if ch == " ":
@@ -80,15 +80,15 @@ def _indent(t: str) -> int:
     return n
 
 
-def _content_start(line: _Line) -> int:
+def content_start(line: Line) -> int:
     return line.start + len(line.text) - len(line.text.lstrip())
 
 
-def _content_end(line: _Line) -> int:
+def content_end(line: Line) -> int:
     return line.start + len(line.text.rstrip())
 
 
-def _last_nonblank(lines: Sequence[_Line], a: int, b: int) -> int:
+def _last_nonblank(lines: Sequence[Line], a: int, b: int) -> int:
     """Last non-blank line index within ``a..b`` (``a`` when all are blank)."""
     b = min(b, len(lines) - 1)
     while b > a and not lines[b].text.strip():
@@ -116,10 +116,10 @@ def _is_fence_close(line: str, fence: str) -> bool:
     return len(s) >= len(fence) and s == fence[0] * len(s)
 
 
-def _list_items(tokens: Sequence[Token], i: int, j: int, lines: Sequence[_Line]) -> tuple[_Item, ...]:
+def _list_items(tokens: Sequence[Token], i: int, j: int, lines: Sequence[Line]) -> tuple[Item, ...]:
     """The item tree of the list whose tokens are ``tokens[i:j]``, from the items' own line maps."""
-    stack: list[tuple[Token, list[_Item]]] = []
-    top: list[_Item] = []
+    stack: list[tuple[Token, list[Item]]] = []
+    top: list[Item] = []
     for tok in tokens[i:j]:
         if tok.type == "list_item_open" and tok.map:
             stack.append((tok, []))
@@ -128,24 +128,24 @@ def _list_items(tokens: Sequence[Token], i: int, j: int, lines: Sequence[_Line])
             a, b = opened.map  # type: ignore[misc]
             last = _last_nonblank(lines, a, b - 1)
             head_last = _last_nonblank(lines, a, kids[0].first - 1) if kids else last
-            item = _Item(
-                a, lines[a].start, _content_end(lines[last]), _content_end(lines[head_last]), tuple(kids)
+            item = Item(
+                a, lines[a].start, content_end(lines[last]), content_end(lines[head_last]), tuple(kids)
             )
             (stack[-1][1] if stack else top).append(item)
     return tuple(top)
 
 
-def _block(lines: Sequence[_Line], kind: str, a: int, b: int, **kw: object) -> _Block:
+def _block(lines: Sequence[Line], kind: str, a: int, b: int, **kw: object) -> Block:
     last = _last_nonblank(lines, a, b)
-    return _Block(kind, a, last, _content_start(lines[a]), _content_end(lines[last]), **kw)  # type: ignore[arg-type]
+    return Block(kind, a, last, content_start(lines[a]), content_end(lines[last]), **kw)  # type: ignore[arg-type]
 
 
-def _scan_blocks(text: str, lines: Sequence[_Line]) -> tuple[_Block, ...]:
+def _scan_blocks(text: str, lines: Sequence[Line]) -> tuple[Block, ...]:
     """Top-level blocks in line order. Lines the parser gives no token still become blocks, so no
     text is lost: footnote definitions (the footnote plugin keeps them out of the block tokens
     while inline parsing is off), link reference definitions."""
     tokens = block_tokens(text)
-    found: list[_Block] = []
+    found: list[Block] = []
     i, n = 0, len(tokens)
     while i < n:
         tok = tokens[i]
@@ -177,8 +177,8 @@ def _scan_blocks(text: str, lines: Sequence[_Line]) -> tuple[_Block, ...]:
     return _fill_gaps(lines, sorted(found, key=lambda blk: blk.first))
 
 
-def _fill_gaps(lines: Sequence[_Line], blocks: Sequence[_Block]) -> tuple[_Block, ...]:
-    out: list[_Block] = []
+def _fill_gaps(lines: Sequence[Line], blocks: Sequence[Block]) -> tuple[Block, ...]:
+    out: list[Block] = []
     k = 0
     for blk in (*blocks, None):
         stop = blk.first if blk is not None else len(lines)
@@ -199,15 +199,15 @@ def _fill_gaps(lines: Sequence[_Line], blocks: Sequence[_Block]) -> tuple[_Block
 
 
 @dataclass(frozen=True)
-class _Parsed:
-    lines: tuple[_Line, ...]
-    blocks: tuple[_Block, ...]
+class Parsed:
+    lines: tuple[Line, ...]
+    blocks: tuple[Block, ...]
     sections: tuple[Section, ...]
     own: tuple[tuple[int, ...], ...]  # per section: block indices it owns directly
     heading: tuple[int, ...]  # per section: its heading block index, -1 for root
 
 
-def _anchors(blocks: Sequence[_Block], heads: Sequence[int]) -> list[str]:
+def _anchors(blocks: Sequence[Block], heads: Sequence[int]) -> list[str]:
     """Each heading's anchor: its explicit id, else its slug ("-1", "-2" on repeats, as GitHub)."""
     used: dict[str, int] = {}
     out: list[str] = []
@@ -226,8 +226,8 @@ def _anchors(blocks: Sequence[_Block], heads: Sequence[int]) -> list[str]:
     return out
 
 
-def _parse(doc: Document) -> _Parsed:
-    lines = _split_lines(doc.text)
+def parse_document(doc: Document) -> Parsed:
+    lines = split_lines(doc.text)
     blocks = _scan_blocks(doc.text, lines)
     heads = [bi for bi, b in enumerate(blocks) if b.kind == "heading"]
     anchors = _anchors(blocks, heads)
@@ -254,20 +254,20 @@ def _parse(doc: Document) -> _Parsed:
         own.append(tuple(range(bi + 1, nxt)))
         heading.append(bi)
         stack.append((b.level, sid, path))
-    return _Parsed(lines, blocks, tuple(sections), tuple(own), tuple(heading))
+    return Parsed(lines, blocks, tuple(sections), tuple(own), tuple(heading))
 
 
 def parse_sections(doc: Document) -> list[Section]:
     """Sections in document order (root first when there is text before the
     first heading). Headings inside fenced code are not headings."""
-    return list(_parse(doc).sections)
+    return list(parse_document(doc).sections)
 
 
 def markdown_title(text: str) -> str | None:
     """The title a Markdown body gives itself: its first H1, else the first heading of the
     shallowest level it uses; a heading needs a letter or digit to count. Never a line of code
     (``# comment`` in a fence is code to the parser). None when it has no such heading."""
-    lines = _split_lines(text)
+    lines = split_lines(text)
     heads = [
         b for b in _scan_blocks(text, lines) if b.kind == "heading" and any(c.isalnum() for c in b.label)
     ]
@@ -277,7 +277,7 @@ def markdown_title(text: str) -> str | None:
     return next(b.label for b in heads if b.level == top)
 
 
-def _section_at(sections: Sequence[Section], pos: int) -> Section | None:
+def section_at(sections: Sequence[Section], pos: int) -> Section | None:
     """Deepest section containing ``pos`` (later one wins a tie)."""
     best: Section | None = None
     for s in sections:

@@ -91,7 +91,7 @@ def _is_sentence_break(seg: str, m: re.Match[str], after: int) -> bool:
     return not (word.lower() in _ABBREVIATIONS or _DOTTED_ABBR_RE.match(word))
 
 
-def _sentence_bounds(seg: str) -> list[tuple[int, int]]:
+def sentence_bounds(seg: str) -> list[tuple[int, int]]:
     """Sentence spans in ``seg`` (trimmed, local offsets)."""
     out: list[tuple[int, int]] = []
     cur = 0
@@ -104,10 +104,10 @@ def _sentence_bounds(seg: str) -> list[tuple[int, int]]:
             out.append((cur, m.end()))
             cur = after
     out.append((cur, len(seg)))
-    return [t for t in (_trim(seg, a, b) for a, b in out) if t]
+    return [t for t in (trim_span(seg, a, b) for a, b in out) if t]
 
 
-def _trim(text: str, a: int, b: int) -> tuple[int, int] | None:
+def trim_span(text: str, a: int, b: int) -> tuple[int, int] | None:
     while a < b and text[a].isspace():
         a += 1
     while b > a and text[b - 1].isspace():
@@ -115,15 +115,15 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int] | None:
     return (a, b) if a < b else None
 
 
-def _sentence_spans(text: str, s: int, e: int) -> list[tuple[int, int]]:
-    return [(s + a, s + b) for a, b in _sentence_bounds(text[s:e])]
+def sentence_spans(text: str, s: int, e: int) -> list[tuple[int, int]]:
+    return [(s + a, s + b) for a, b in sentence_bounds(text[s:e])]
 
 
 def _line_spans(text: str, s: int, e: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = s
     for raw in text[s:e].split("\n"):
-        t = _trim(text, pos, pos + len(raw))
+        t = trim_span(text, pos, pos + len(raw))
         if t:
             out.append(t)
         pos += len(raw) + 1
@@ -161,7 +161,7 @@ def _group_words(text: str, s: int, e: int, fits: Callable[[str], bool]) -> list
     return out
 
 
-def _split_units(
+def split_units(
     text: str,
     s: int,
     e: int,
@@ -178,16 +178,16 @@ def _split_units(
         return [(s, e)]
     if level >= 2:
         return _group_words(text, s, e, fits_tight)
-    parts = _sentence_spans(text, s, e) if level == 0 else _line_spans(text, s, e)
+    parts = sentence_spans(text, s, e) if level == 0 else _line_spans(text, s, e)
     if len(parts) <= 1:
-        return _split_units(text, s, e, fits, fits_tight, level + 1)
+        return split_units(text, s, e, fits, fits_tight, level + 1)
     out: list[tuple[int, int]] = []
     for a, b in parts:
-        out.extend(_split_units(text, a, b, fits, fits_tight, level + 1))
+        out.extend(split_units(text, a, b, fits, fits_tight, level + 1))
     return out
 
 
-def _group_spans(
+def group_spans(
     text: str, units: Sequence[tuple[int, int]], fits: Callable[[str], bool]
 ) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
@@ -204,5 +204,5 @@ def _group_spans(
     return out
 
 
-def _prefixed(header: str, body: str) -> str:
+def prefixed(header: str, body: str) -> str:
     return f"{header}\n{body}" if header else body
