@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import corpus  # noqa: E402
+import corpus_queries  # noqa: E402
 
 from osrag import AsyncSearchClient  # noqa: E402
 from osrag.access import Principal  # noqa: E402
@@ -130,7 +130,7 @@ def main() -> None:
     args = ap.parse_args()
     load0 = os.getloadavg()
     s = Settings(alias=args.alias, embedding_model=MODEL, rerank=False)
-    qs = [q.text for q in corpus.make_queries(args.queries, args.chunks)]
+    qs = [q.text for q in corpus_queries.make_queries(args.queries, args.chunks)]
     sc = SearchClient(s, principal=WHO)
     for q in qs[:3]:
         sc.search(q)

@@ -1,5 +1,5 @@
-"""Ingest benchmark on the realistic corpus: the whole ingest path vs a raw ``streaming_bulk``
-of the same prepared documents, and peak memory at two sizes.
+"""Ingest benchmark on the realistic corpus: the whole ingest path vs a raw bulk write of the
+same prepared documents, and peak memory at two sizes.
 
 Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 
@@ -8,9 +8,10 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 1. Throughput. ``bench/corpus.py`` writes the first ``--chunks`` chunks' documents as Markdown
    files. *Prepared* (untimed): the same files read, chunked and embedded exactly as ingest does
    (``read_document``, ``chunk_document`` with the ingester's config and the model's token
-   counter, ``encode_passages``), turned into bulk actions of ingest's shape (``chunk_source``).
-   *Raw* (timed): those actions written by one plain ``streaming_bulk`` (``bulk_chunk_size``
-   actions per request, index settings as the template makes them) into a fresh index of the
+   counter, ``encode_passages``), turned into ingest's own bulk actions (``versions.chunk_action``).
+   *Raw* (timed): those actions written serially by ingest's bulk writer (``osrag.bulk.write``,
+   one request of ``bulk_chunk_size`` actions in flight, index settings as the template makes
+   them) into a fresh index of the
    same kind, then one refresh -- the floor any ingest path pays. *Whole* (timed): ``osrag
    ingest`` of the files (``Ingester.ingest``: read, chunk, embed, hidden writes, refresh, flip)
    into another fresh index. Runs alternate raw, whole, raw, whole, ... on the same machine;
@@ -44,11 +45,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import corpus  # noqa: E402
 
+from osrag import bulk  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
 from osrag.chunking import chunk_document  # noqa: E402
-from osrag.indexing import Ingester, chunk_source, find_files, read_document  # noqa: E402
+from osrag.documents import find_files, read_document  # noqa: E402
+from osrag.indexing import Ingester  # noqa: E402
 from osrag.names import PIPELINES, state_index, utcnow  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.versions import chunk_action, document_version, version_key  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "ingest.md"
 MODEL = "navec:news-300d"
@@ -83,42 +87,25 @@ def prepare(files_dir: Path, s: Settings) -> list[tuple[Any, Any, str, Any]]:
     for d in docs:
         chunks = chunk_document(d, "markdown", ing.config, emb.count_tokens)
         vecs = emb.encode_passages([c.text for c in chunks])
-        key = f"{d.doc_id}@{ing._version(d, emb)}"
+        key = version_key(d.doc_id, document_version(d, ing.strategy, ing.config, emb.model_name))
         out.extend((d, c, key, v) for c, v in zip(chunks, vecs))
     return out
 
 
 def raw_run(prepared: list[tuple[Any, Any, str, Any]], s: Settings) -> float:
-    """One plain streaming_bulk of the prepared chunks into a fresh index of the same kind, then a refresh."""
-    from opensearchpy.helpers import streaming_bulk
-
+    """The prepared chunks written serially by ingest's bulk writer into a fresh index of the same
+    kind, then a refresh: no hidden list, no flip, one request in flight."""
     admin = Admin(s)
     admin.install()
     index = admin.require_index()
-    client = admin.cluster.client
     now = utcnow().isoformat()
-
-    def actions() -> Any:
-        for d, c, key, v in prepared:
-            yield {
-                "_op_type": "index",
-                "_index": index,
-                "_id": f"{key}:{c.ordinal}",
-                "_source": chunk_source(d, c, key, v, now),
-            }
-
+    actions = (chunk_action(index, d, c, key, v, now) for d, c, key, v in prepared)
     t0 = time.perf_counter()
-    n = 0
-    for ok, item in streaming_bulk(
-        client, actions(), chunk_size=s.bulk_chunk_size, max_retries=5, request_timeout=120
-    ):
-        if not ok:
-            raise RuntimeError(f"raw bulk item failed: {str(item)[:300]}")
-        n += 1
-    client.indices.refresh(index=index)
-    took = time.perf_counter() - t0
-    assert n == len(prepared)
-    return took
+    failed = bulk.write(admin.cluster, actions, "raw bench write", concurrency=1)
+    if failed:
+        raise RuntimeError(f"{len(failed)} raw bulk items failed, the first: {str(failed[0])[:300]}")
+    admin.cluster.client.indices.refresh(index=index)
+    return time.perf_counter() - t0
 
 
 def whole_run(files_dir: Path, s: Settings, expect: int) -> tuple[float, dict[str, Any]]:
@@ -255,12 +242,12 @@ def write_report(
         "| --- | --- |",
         *[f"| {k} | {v} |" for k, v in mach.items()],
         "",
-        "## Throughput: whole ingest path vs raw `streaming_bulk` of the same prepared documents",
+        "## Throughput: whole ingest path vs a raw bulk write of the same prepared documents",
         "",
         f"Corpus: the first {n_docs} documents of `bench/corpus.py` (realistic Russian text, distinct "
         f"embeddings) as Markdown files → {n} chunks. *Prepared* once, untimed ({prep_s:.0f} s): read, "
-        "chunked and embedded exactly as ingest does, as bulk actions of ingest's shape. *Raw*: one plain "
-        f"`streaming_bulk` of those actions ({s.bulk_chunk_size} per request, index settings from the "
+        "chunked and embedded exactly as ingest does, as ingest's bulk actions. *Raw*: those actions written "
+        f"serially by ingest's bulk writer ({s.bulk_chunk_size} per request, index settings from the "
         "template) into a fresh index of the same kind, then one refresh. *Whole*: `Ingester.ingest` of "
         "the files (read, chunk, embed, hidden writes, refresh, one visibility flip per batch) into "
         "another fresh index, with the defaults: batches of "

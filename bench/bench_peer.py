@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import corpus  # noqa: E402
+import corpus_queries  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
@@ -144,7 +144,7 @@ def main() -> None:
         mine = Counted(sc.cluster.client.transport)
         peer = Peer(s.url, index, emb.dimension, embed)
         theirs = peer.count()
-        qs = [q.text for q in corpus.make_queries(args.queries, n)]
+        qs = [q.text for q in corpus_queries.make_queries(args.queries, n)]
         overhead: list[float] = []
         embed_ms: list[float] = []
 
@@ -162,7 +162,7 @@ def main() -> None:
             "osrag search()": (search, mine),
         }
         # Warm-up on other questions: models, connections, the index's caches (not these questions).
-        for q in corpus.make_queries(6, n)[-3:]:
+        for q in corpus_queries.make_queries(6, n)[-3:]:
             for fn, _ in calls.values():
                 fn(q.text)
         wall: dict[str, list[float]] = {p: [] for p in PATHS}

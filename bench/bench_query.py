@@ -8,8 +8,8 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 
 Indices ``osrag-bench-real-{N}`` hold the first N chunks of ``bench/corpus.py`` (realistic
 Russian text, its own navec embedding per chunk), written in ingest's shape with
-``corpus.write_index`` and force-merged to one segment; an index of the right size is reused.
-``--stress N`` adds the named near-duplicate stress case (``corpus.near_duplicates``: copies of
+``corpus_index.write_index`` (ingest's bulk actions and bulk writer) and force-merged to one segment; an index of the right size is reused.
+``--stress N`` adds the named near-duplicate stress case (``corpus_queries.near_duplicates``: copies of
 the first 500 chunks, digits varied, vectors jittered) as ``osrag-bench-neardup-{N}``.
 Results go to ``bench/results/query.md``.
 """
@@ -32,12 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import corpus  # noqa: E402
+import corpus_index  # noqa: E402
+import corpus_queries  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
-from osrag.indexing import Ingester  # noqa: E402
+from osrag.locking import ensure_state_index  # noqa: E402
 from osrag.names import utcnow  # noqa: E402
 from osrag.query import vectors_in_source  # noqa: E402
 from osrag.search import SearchClient  # noqa: E402
@@ -71,10 +72,10 @@ def build(alias: str, items: Any, n: int) -> dict[str, Any]:
         client.indices.delete_alias(index="_all", name=alias, ignore=[404])
     admin.install()
     index = admin.require_index()
-    Ingester(s)._ensure_state()
+    ensure_state_index(admin.cluster, alias, s.replicas)
     t0 = time.perf_counter()
     now = utcnow().isoformat()
-    got = corpus.write_index(client, corpus.actions_for(items, index, now), index)
+    got = corpus_index.write_index(admin.cluster, corpus_index.actions_for(items, index, now, MODEL), index)
     client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=3600)
     admin.update_meta(index, last_ingest_at=now)
     assert got["written"] == n, got
@@ -271,15 +272,20 @@ def main() -> None:
     for n in sizes:
         alias = f"osrag-bench-real-{n // 1000}k"
         log(f"index {alias}: {n} chunks")
-        built[alias] = build(alias, corpus.iter_embedded(n, emb), n)
-        targets.append((f"{n // 1000}k", alias, n, corpus.make_queries(args.queries, n)))
+        built[alias] = build(alias, corpus_index.iter_embedded(n, emb), n)
+        targets.append((f"{n // 1000}k", alias, n, corpus_queries.make_queries(args.queries, n)))
     if args.stress:
         alias = f"osrag-bench-neardup-{args.stress // 1000}k"
-        base = list(corpus.iter_embedded(500, emb))
+        base = list(corpus_index.iter_embedded(500, emb))
         log(f"index {alias}: {args.stress} near-duplicate chunks")
-        built[alias] = build(alias, corpus.near_duplicates(base, args.stress), args.stress)
+        built[alias] = build(alias, corpus_queries.near_duplicates(base, args.stress), args.stress)
         targets.append(
-            (f"near-dup {args.stress // 1000}k", alias, args.stress, corpus.make_queries(args.queries, 500))
+            (
+                f"near-dup {args.stress // 1000}k",
+                alias,
+                args.stress,
+                corpus_queries.make_queries(args.queries, 500),
+            )
         )
 
     clients = {alias: SearchClient(settings_for(alias)) for _, alias, _, _ in targets}
@@ -310,7 +316,7 @@ def main() -> None:
     query_s = time.perf_counter() - started
     # Tuning on the largest realistic index.
     label, alias, n, qs = targets[len(sizes) - 1]
-    tune_q = corpus.make_queries(args.tune_queries, n)
+    tune_q = corpus_queries.make_queries(args.tune_queries, n)
     log(f"tuning on {alias}: ef_search {args.efs}, depth {args.depths}")
     knn = knn_recall(clients[alias], tune_q, [int(x) for x in args.efs.split(",")])
     depth = depth_recall(clients[alias], tune_q, [int(x) for x in args.depths.split(",")])

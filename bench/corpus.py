@@ -13,28 +13,29 @@ This generator writes text that behaves like a real knowledge base at any N:
   prices, and metadata for filters (category, tenant, acl groups, archived, updated_at).
   Every section body is 45–220 words (lognormal, median ~115), so the real markdown chunker
   makes exactly one chunk per section.
-* **Embeddings** are each chunk's own embedding by the embedder given (navec: the mean of its
-  word vectors), not copies with noise.
-* **Queries** come with their relevant chunk: a few of the chunk's rarer words, some replaced
-  by a vector neighbour in navec (often another form of the word or a near synonym), some
-  with the chunk's identifier, so recall can be measured.
+* **Embeddings** (``corpus_index``) are each chunk's own embedding by the embedder given
+  (navec: the mean of its word vectors), not copies with noise; the chunks are written through
+  ingest's own bulk actions and bulk writer.
+* **Queries** (``corpus_queries``) come with their relevant chunk: a few of the chunk's rarer
+  words, some replaced by a vector neighbour in navec (often another form of the word or a near
+  synonym), some with the chunk's identifier, so recall can be measured.
 
 Document ``i`` depends only on (seed, i), so a corpus of N chunks is a prefix of any larger one,
 and any document can be rebuilt alone. Everything is a generator: memory stays flat at any N.
 
-The copy-based corpus survives as a named stress case, ``near_duplicates``.
+The copy-based corpus survives as a named stress case, ``corpus_queries.near_duplicates``.
 
 API (all deterministic for a seed)::
 
-    iter_documents(n_docs=None, seed=SEED)           -> Iterator[Document]   (Markdown text + metadata)
-    document_markdown(doc)                           -> str                  (front matter + text, a file)
-    write_markdown(target, n_docs, seed=SEED)        -> int                  (files written)
-    iter_chunks(n_chunks, count_tokens=navec_token_count, seed=SEED) -> Iterator[(Document, Chunk)]
-    iter_embedded(n_chunks, embedder, seed=SEED)     -> Iterator[(Document, Chunk, vector)]
-    bulk_actions(n_chunks, embedder, index, now)     -> Iterator[dict]       (chunk_source shape)
-    write_index(client, actions)                     -> dict                 (streaming_bulk, refresh off)
-    make_queries(n_queries, n_chunks, seed=SEED)     -> list[BenchQuery]     (with the relevant chunk)
-    near_duplicates(base, n, seed=SEED)              -> Iterator[(Document, Chunk, vector)]
+    corpus.iter_documents(n_docs=None, seed=SEED)      -> Iterator[Document]   (Markdown text + metadata)
+    corpus.document_markdown(doc)                      -> str                  (front matter + text, a file)
+    corpus.write_markdown(target, n_docs, seed=SEED)   -> int                  (files written)
+    corpus.iter_chunks(n_chunks, count_tokens=navec_token_count, seed=SEED) -> Iterator[(Document, Chunk)]
+    corpus_index.iter_embedded(n_chunks, embedder, seed=SEED) -> Iterator[(Document, Chunk, vector)]
+    corpus_index.bulk_actions(n_chunks, embedder, index, now) -> Iterator[dict]  (ingest's bulk actions)
+    corpus_index.write_index(cluster, actions, index)  -> dict                 (osrag.bulk.write, refresh off)
+    corpus_queries.make_queries(n_queries, n_chunks, seed=SEED) -> list[BenchQuery] (with the relevant chunk)
+    corpus_queries.near_duplicates(base, n, seed=SEED) -> Iterator[(Document, Chunk, vector)]
 """
 
 from __future__ import annotations
@@ -42,11 +43,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import hashlib
 import re
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,196 +70,37 @@ P_FUNCTION, P_TOPIC = 0.36, 0.34
 SECTION_WORDS = (45, 220)  # clip of the lognormal body length: one chunk of <= 350 navec tokens
 SECTION_MEDIAN, SECTION_SIGMA = 115.0, 0.45
 
-FUNCTION_WORDS = [
-    "в",
-    "и",
-    "на",
-    "с",
-    "не",
-    "что",
-    "по",
-    "для",
-    "к",
-    "о",
-    "из",
-    "от",
-    "до",
-    "за",
-    "при",
-    "как",
-    "это",
-    "а",
-    "но",
-    "или",
-    "же",
-    "бы",
-    "ли",
-    "то",
-    "так",
-    "уже",
-    "если",
-    "когда",
-    "где",
-    "его",
-    "её",
-    "их",
-    "он",
-    "она",
-    "они",
-    "мы",
-    "вы",
-    "все",
-    "всё",
-    "этот",
-    "эта",
-    "эти",
-    "этого",
-    "этой",
-    "тот",
-    "та",
-    "те",
-    "который",
-    "которая",
-    "которые",
-    "которых",
-    "также",
-    "только",
-    "ещё",
-    "может",
-    "можно",
-    "нужно",
-    "нет",
-    "да",
-    "был",
-    "была",
-    "было",
-    "были",
-    "будет",
-    "будут",
-    "быть",
-    "есть",
-    "после",
-    "перед",
-    "через",
-    "под",
-    "над",
-    "между",
-    "без",
-    "более",
-    "менее",
-    "очень",
-    "чем",
-    "чтобы",
-    "даже",
-    "вот",
-    "тоже",
-    "со",
-    "во",
-    "об",
-    "у",
-    "том",
-    "тем",
-    "той",
-    "этом",
-    "всех",
-    "всего",
-    "свой",
-    "своей",
-    "своих",
-    "один",
-    "одна",
-    "одно",
-    "два",
-    "три",
-    "раз",
-    "день",
-    "года",
-    "лет",
-    "время",
-    "сейчас",
-    "здесь",
-    "там",
-    "теперь",
-    "потом",
-    "всегда",
-    "иногда",
-    "каждый",
-    "каждая",
-    "любой",
-    "другой",
-    "другие",
-    "такой",
-    "такие",
-    "сам",
-    "сама",
-    "сами",
-    "весь",
-    "вся",
-    "много",
-    "мало",
-    "больше",
-    "меньше",
-    "почти",
-    "около",
-    "пока",
-    "либо",
-    "ни",
-    "ведь",
-    "лишь",
-    "именно",
-]
-CATEGORIES = [
-    "delivery",
-    "payment",
-    "products",
-    "promo",
-    "account",
-    "api",
-    "returns",
-    "warranty",
-    "faq",
-    "support",
-    "legal",
-    "hr",
-    "it",
-    "security",
-    "finance",
-    "marketing",
-    "logistics",
-    "catalog",
-    "stores",
-    "partners",
-]
+
+def _words(text: str) -> list[str]:
+    """A word list written as running text (one list element per word, in order)."""
+    return text.split()
+
+
+FUNCTION_WORDS = _words(
+    """
+    в и на с не что по для к о из от до за при как это а но или же бы ли то так уже если когда где
+    его её их он она они мы вы все всё этот эта эти этого этой тот та те который которая которые
+    которых также только ещё может можно нужно нет да был была было были будет будут быть есть после
+    перед через под над между без более менее очень чем чтобы даже вот тоже со во об у том тем той
+    этом всех всего свой своей своих один одна одно два три раз день года лет время сейчас здесь там
+    теперь потом всегда иногда каждый каждая любой другой другие такой такие сам сама сами весь вся
+    много мало больше меньше почти около пока либо ни ведь лишь именно
+    """
+)
+CATEGORIES = _words(
+    """
+    delivery payment products promo account api returns warranty faq support legal hr it security
+    finance marketing logistics catalog stores partners
+    """
+)
 TENANTS = ("public", *(f"tenant-{i:02d}" for i in range(1, 20)))
 ACL_GROUPS = ("staff", "partners", "support", "finance", "legal")
-CODE_PARTS = [
-    "LAMP",
-    "LIGHT",
-    "MINI",
-    "TEA",
-    "POT",
-    "GIFT",
-    "SET",
-    "PRO",
-    "MAX",
-    "AIR",
-    "NOVA",
-    "BOX",
-    "CUP",
-    "ECO",
-    "ZEN",
-    "SMART",
-    "HOME",
-    "DUO",
-    "LITE",
-    "PLUS",
-    "NANO",
-    "ULTRA",
-    "CLASSIC",
-    "TRAVEL",
-    "NORD",
-    "SOLO",
-]
+CODE_PARTS = _words(
+    """
+    LAMP LIGHT MINI TEA POT GIFT SET PRO MAX AIR NOVA BOX CUP ECO ZEN SMART HOME DUO LITE PLUS NANO
+    ULTRA CLASSIC TRAVEL NORD SOLO
+    """
+)
 QUESTION_STARTS = ("как", "где", "сколько", "почему", "когда", "можно ли", "что такое", "какой", "")
 
 
@@ -299,7 +139,7 @@ def _wordlike(w: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def _navec() -> Any:
+def navec_model() -> Any:
     import natasha
     from navec import Navec
 
@@ -313,7 +153,7 @@ def vocabulary(seed: int = SEED) -> Vocabulary:
 
 @functools.lru_cache(maxsize=2)
 def _vocabulary(seed: int) -> Vocabulary:
-    nv = _navec()
+    nv = navec_model()
     all_words = nv.vocab.words
     fw = set(FUNCTION_WORDS)
     ids = np.array([i for i, w in enumerate(all_words) if _wordlike(w) and w not in fw], dtype=np.int64)
@@ -560,223 +400,3 @@ def iter_chunks(
         for c in chunk_document(doc, "markdown", cfg, count_tokens)[:left]:
             yield doc, c
             left -= 1
-
-
-def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for x in items:
-        batch.append(x)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def iter_embedded(
-    n_chunks: int, embedder: Any, seed: int = SEED, batch: int = 1024
-) -> Iterator[tuple[Document, Chunk, np.ndarray]]:
-    """Chunks with their own passage embedding (``embedder.encode_passages``), in batches."""
-    count = navec_token_count if str(embedder.model_name).startswith("navec:") else embedder.count_tokens
-    for group in _batched(iter_chunks(n_chunks, count, seed), batch):
-        vecs = embedder.encode_passages([c.text for _, c in group])
-        for (doc, c), vec in zip(group, vecs):
-            yield doc, c, vec
-
-
-def version_key(doc: Document) -> str:
-    """A stable version key per document, as ingest makes one (doc_id@hash)."""
-    return f"{doc.doc_id}@{hashlib.sha256(doc.text.encode()).hexdigest()[:16]}"
-
-
-def actions_for(
-    items: Iterable[tuple[Document, Chunk, np.ndarray]], index: str, now: str
-) -> Iterator[dict[str, Any]]:
-    """Bulk index actions in exactly the shape ingest writes (``osrag.indexing.chunk_source``)."""
-    from osrag.indexing import chunk_source
-
-    for doc, c, vec in items:
-        vkey = version_key(doc)
-        yield {
-            "_op_type": "index",
-            "_index": index,
-            "_id": f"{vkey}:{c.ordinal}",
-            "_source": chunk_source(doc, c, vkey, np.round(vec.astype(np.float64), 6).tolist(), now),
-        }
-
-
-def bulk_actions(
-    n_chunks: int, embedder: Any, index: str, now: str, seed: int = SEED
-) -> Iterator[dict[str, Any]]:
-    """The first ``n_chunks`` chunks as bulk actions into ``index``."""
-    return actions_for(iter_embedded(n_chunks, embedder, seed), index, now)
-
-
-def write_index(
-    client: Any,
-    actions: Iterable[dict[str, Any]],
-    index: str,
-    *,
-    chunk_size: int = 500,
-    progress: Callable[[int, float], None] | None = None,
-) -> dict[str, Any]:
-    """Stream ``actions`` into ``index`` with ``streaming_bulk`` (retries on 429), refresh off during
-    the write and restored after, also on failure. Raises on the first failed item; returns counts
-    and timings. The index, its mapping and the alias/state index are the caller's."""
-    from opensearchpy.helpers import streaming_bulk
-
-    client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1"}})
-    t0 = time.perf_counter()
-    ok = 0
-    try:
-        for good, item in streaming_bulk(
-            client,
-            actions,
-            chunk_size=chunk_size,
-            max_retries=5,
-            initial_backoff=1,
-            max_backoff=30,
-            raise_on_error=False,
-            request_timeout=300,
-        ):
-            if not good:
-                raise RuntimeError(f"bulk item failed after {ok} written: {str(item)[:500]}")
-            ok += 1
-            if progress is not None and ok % 20000 == 0:
-                progress(ok, time.perf_counter() - t0)
-    finally:
-        client.indices.put_settings(index=index, body={"index": {"refresh_interval": None}})
-    bulk_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    client.indices.refresh(index=index)
-    return {"written": ok, "bulk_s": bulk_s, "refresh_s": time.perf_counter() - t1}
-
-
-# ------------------------------------------------------------------ queries
-@dataclasses.dataclass(frozen=True)
-class BenchQuery:
-    qid: str
-    text: str
-    kind: str  # "keywords" | "paraphrase" | "identifier"
-    chunk_id: str  # the relevant chunk
-    doc_id: str
-    heading_path: tuple[str, ...]  # of the relevant section (without the title)
-
-
-@functools.lru_cache(maxsize=1)
-def _neighbour_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Unit vectors of the content vocabulary, for paraphrase by nearest neighbour."""
-    v = vocabulary(seed)
-    nv = _navec()
-    vecs = np.stack([nv.pq[int(i)] for i in v.navec_ids]).astype(np.float32)
-    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
-    return vecs, v.navec_ids
-
-
-def _neighbour(word: str, seed: int, rng: np.random.Generator) -> str:
-    v = vocabulary(seed)
-    try:
-        r = v.words.index(word)
-    except ValueError:
-        return word
-    vecs, _ = _neighbour_table(seed)
-    sims = vecs @ vecs[r]
-    sims[r] = -1.0
-    top = np.argpartition(-sims, 5)[:5]
-    return v.words[int(top[int(rng.integers(0, 5))])]
-
-
-def make_queries(n_queries: int, n_chunks: int, seed: int = SEED) -> list[BenchQuery]:
-    """``n_queries`` questions, each with one relevant chunk among the first ``n_chunks``.
-
-    A third each: the chunk's rarer words (keywords), the same with half of them replaced by a
-    navec neighbour (paraphrase), and the chunk's identifier with a few words (identifier; falls
-    back to keywords when the chunk has none). Chunk ids assume one chunk per section, which
-    the section lengths guarantee (tests/unit/test_bench_corpus.py checks it).
-    """
-    n_docs = docs_for(n_chunks, seed)
-    sizes = [section_count(seed, i) for i in range(n_docs)]
-    full = n_docs - 1 if sum(sizes) > n_chunks else n_docs  # the last doc may be cut
-    rng = np.random.default_rng([seed, 2])
-    picks = rng.choice(max(full, 1), size=min(n_queries, max(full, 1)), replace=False)
-    out: list[BenchQuery] = []
-    for qn, i in enumerate(sorted(int(x) for x in picks)):
-        doc, sections = build_document(i, seed)
-        j = int(rng.integers(0, len(sections)))
-        sec = sections[j]
-        kind = ("keywords", "paraphrase", "identifier")[qn % 3]
-        pool = list(sec.rare_words[: max(6, len(sec.rare_words) // 4)])
-        k = min(len(pool), int(rng.integers(3, 6)))
-        words = [pool[int(x)] for x in rng.choice(len(pool), k, replace=False)] if pool else []
-        if kind == "paraphrase":
-            words = [_neighbour(w, seed, rng) if rng.random() < 0.5 else w for w in words]
-        if kind == "identifier":
-            if sec.identifiers:
-                words = [sec.identifiers[0], *words[:2]]
-            else:
-                kind = "keywords"
-        start = QUESTION_STARTS[int(rng.integers(0, len(QUESTION_STARTS)))]
-        text = " ".join(x for x in (start, *words) if x)
-        out.append(BenchQuery(f"s{qn:04d}", text, kind, f"{doc.doc_id}:{j}", doc.doc_id, sec.heading_path))
-    return out
-
-
-# ------------------------------------------------------------------ the near-duplicate stress case
-_DIGITS = re.compile(r"\d+")
-#: Norm of the noise added to a copy's vector before renormalising (cosine to the original ≈ 0.995).
-NEAR_DUPLICATE_NOISE = 0.1
-
-
-def vary_digits(text: str, copy: int) -> str:
-    """Copy ``copy`` of a text: every digit run replaced by another of the same length; copy 0 verbatim."""
-    if copy == 0 or not text:
-        return text
-
-    def swap(m: re.Match[str]) -> str:
-        run = m.group(0)
-        h = int(hashlib.blake2b(f"{copy}:{run}".encode(), digest_size=8).hexdigest(), 16)
-        return str(h % 10 ** len(run)).zfill(len(run))
-
-    return _DIGITS.sub(swap, text)
-
-
-def near_duplicates(
-    base: Sequence[tuple[Document, Chunk, np.ndarray]], n: int, seed: int = SEED
-) -> Iterator[tuple[Document, Chunk, np.ndarray]]:
-    """NEAR-DUPLICATE STRESS CASE, not a realistic corpus: ``n`` chunks cycling over ``base``, copy
-    ``i`` with doc ids ``{doc_id}~{i}``, digits varied and the vector jittered (cosine ≈ 0.99 between
-    copies). The worst case for HNSW and for dedup before the candidate cut."""
-    rng = np.random.default_rng([seed, 3])
-    if not base:
-        return
-    dim = len(base[0][2])
-    sigma = NEAR_DUPLICATE_NOISE / np.sqrt(dim)
-    for k in range(n):
-        copy, j = divmod(k, len(base))
-        doc, c, vec = base[j]
-        new_id = f"{doc.doc_id}~{copy}"
-        v = np.asarray(vec, dtype=np.float64)
-        if copy:
-            v = v + rng.standard_normal(dim) * sigma
-            v /= np.linalg.norm(v)
-
-        def sid(s: str | None, old: str = doc.doc_id, new: str = new_id) -> str | None:
-            return new + s[len(old) :] if s and s.startswith(old + "#") else s
-
-        d2 = dataclasses.replace(
-            doc,
-            doc_id=new_id,
-            title=vary_digits(doc.title, copy),
-            text=vary_digits(doc.text, copy),
-            metadata={**doc.metadata, "doc_id": new_id},
-        )
-        c2 = dataclasses.replace(
-            c,
-            doc_id=new_id,
-            text=vary_digits(c.text, copy),
-            body=vary_digits(c.body, copy),
-            heading_path=tuple(vary_digits(h, copy) for h in c.heading_path),
-            section_id=sid(c.section_id) or c.section_id,
-            parent_section_id=sid(c.parent_section_id),
-        )
-        yield d2, c2, v.astype(np.float32)

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import corpus  # noqa: E402
+import corpus_queries  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.search import SearchClient  # noqa: E402
@@ -64,7 +64,7 @@ def main() -> None:
         Settings(alias=args.alias, embedding_model=MODEL, rerank=False, target_cache_ttl_s=3600.0),
         principal=Principal.admin_bypass(),  # every bench chunk has a tenant: PUBLIC sees none
     )
-    qs = [q.text for q in corpus.make_queries(args.queries, args.chunks)]
+    qs = [q.text for q in corpus_queries.make_queries(args.queries, args.chunks)]
     for q in qs:
         sc.search(q)
     prof = cProfile.Profile()

@@ -14,6 +14,8 @@ pytest.importorskip("natasha", reason="the bench corpus draws its words from nav
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import corpus
+import corpus_index
+import corpus_queries
 
 from osrag.chunking import ChunkingConfig, chunk_document
 
@@ -68,8 +70,8 @@ def test_iter_chunks_streams_exactly_n() -> None:
 
 def test_queries_name_a_chunk_that_contains_their_words() -> None:
     n = 400
-    queries = corpus.make_queries(9, n)
-    assert queries == corpus.make_queries(9, n)
+    queries = corpus_queries.make_queries(9, n)
+    assert queries == corpus_queries.make_queries(9, n)
     by_id = {c.chunk_id: c for _, c in corpus.iter_chunks(n)}
     kinds = {q.kind for q in queries}
     assert "paraphrase" in kinds and "keywords" in kinds
@@ -98,7 +100,7 @@ class _FakeEmbedder:
 
 
 def test_bulk_actions_have_the_ingest_shape() -> None:
-    acts = list(corpus.bulk_actions(12, _FakeEmbedder(), "idx", "2026-12-01T00:00:00+00:00"))
+    acts = list(corpus_index.bulk_actions(12, _FakeEmbedder(), "idx", "2026-12-01T00:00:00+00:00"))
     assert len(acts) == 12
     src = acts[0]["_source"]
     for key in (
@@ -118,8 +120,8 @@ def test_bulk_actions_have_the_ingest_shape() -> None:
 
 
 def test_near_duplicates_are_the_named_stress_case() -> None:
-    base = list(corpus.iter_embedded(3, _FakeEmbedder()))
-    copies = list(corpus.near_duplicates(base, 7))
+    base = list(corpus_index.iter_embedded(3, _FakeEmbedder()))
+    copies = list(corpus_queries.near_duplicates(base, 7))
     assert [d.doc_id for d, _, _ in copies][:4] == [
         base[0][0].doc_id + "~0",
         base[1][0].doc_id + "~0",

@@ -11,8 +11,8 @@ from osrag.convert import SUFFIXES
 from osrag.documents import find_files, read_document
 from osrag.errors import DocumentError
 from osrag.frontmatter import parse_front_matter
-from osrag.indexing import chunk_source
 from osrag.names import content_hash, state_index, visibility_filter
+from osrag.versions import chunk_source
 
 LIMIT = 1_000_000
 
