@@ -109,11 +109,11 @@ class IndexCopier:
                 if locking.writer_alive(w):
                     live.append(w)
                 else:  # killed mid-batch: its chunks stay hidden; it will never leave by itself
-                    locking.unregister_writer(self.cluster, self.alias, str(w.get("token")))
+                    locking.unregister_writer(self.cluster, self.alias, w.token)
             if not live:
                 return
             if time.monotonic() > deadline:
-                who = ", ".join(f"pid {w.get('pid')} on {w.get('host')}" for w in live[:3])
+                who = ", ".join(w.who() for w in live[:3])
                 raise IndexStateError(
                     f"{len(live)} ingest batch(es) still writing into {source} ({who}); alias not switched"
                 )

@@ -284,7 +284,7 @@ class Ingester:
         lock = read_lock(self.cluster, self.s.alias)
         if lock:
             raise IndexStateError(
-                f"a reindex into {lock.get('target')} has held the lock since {lock.get('since')}; "
+                f"a reindex into {lock.target} has held the lock since {lock.since}; "
                 "ingest is refused so that no write is lost — retry when it finishes (or `osrag reindex --abort`)"
             )
         if self.s.embedding_model and self.s.embedding_model != meta.get("embedding_model"):
@@ -373,7 +373,7 @@ class Ingester:
                 )
             write(*args)
         finally:
-            unregister_writer(self.cluster, self.s.alias, record["token"])
+            unregister_writer(self.cluster, self.s.alias, record.token)
 
     # -- the main loop
     def ingest(

@@ -78,7 +78,7 @@ def guarded_remove(
             )
         return left
     finally:
-        unregister_writer(cluster, store.alias, record["token"])
+        unregister_writer(cluster, store.alias, record.token)
 
 
 def delete_documents(

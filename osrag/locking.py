@@ -23,23 +23,23 @@ the same documents would otherwise both read version 1 as current and both show 
 version next to the other's. A second writer waits (``OSRAG_WRITE_LOCK_WAIT_S``), then stops
 with one line naming the holder. The lease is renewed by a heartbeat; a holder on this host
 whose process is gone is taken over at once, one on another host when its lease has run out.
+
+Every holder is a ``LockRecord`` (``osrag.lockrecord``); this module alone reads and writes their
+documents, and callers get records.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from types import TracebackType
 from typing import Any
 
 from osrag.connection import Cluster
 from osrag.errors import ClusterError, IndexStateError
-from osrag.names import HIDDEN_ID, state_index, utcnow
+from osrag.lockrecord import HolderState, LockRecord, earliest
+from osrag.names import HIDDEN_ID, state_index
 
 log = logging.getLogger(__name__)
 
@@ -62,20 +62,14 @@ WRITER_LEASE_S = 120.0
 class LockHeld(IndexStateError):
     """Another reindex holds the lock (``lock`` says who)."""
 
-    def __init__(self, message: str, lock: dict[str, Any]) -> None:
+    def __init__(self, message: str, lock: LockRecord | None) -> None:
         super().__init__(message)
         self.lock = lock
 
 
-def holder(target: str | None = None) -> dict[str, Any]:
+def holder(target: str | None = None) -> LockRecord:
     """A new lock or writer record for this process."""
-    return {
-        "token": uuid.uuid4().hex,
-        "target": target,
-        "since": utcnow().isoformat(),
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-    }
+    return LockRecord.new(target=target)
 
 
 def ensure_state_index(cluster: Cluster, alias: str, replicas: int = 0) -> None:
@@ -101,26 +95,30 @@ def ensure_state_index(cluster: Cluster, alias: str, replicas: int = 0) -> None:
     )
 
 
-def _get(cluster: Cluster, alias: str, doc_id: str) -> dict[str, Any] | None:
+def _painless(source: str, **params: Any) -> dict[str, Any]:
+    return {"lang": "painless", "source": source, "params": params}
+
+
+def _read(cluster: Cluster, alias: str, doc_id: str) -> dict[str, Any] | None:
+    """The state document ``doc_id`` as the GET answers it (with ``_seq_no``), None when missing."""
     got = cluster.call(
-        f"read {doc_id}",
-        cluster.client.get,
-        index=state_index(alias),
-        id=doc_id,
-        params={"ignore": 404},
+        f"read {doc_id}", cluster.client.get, index=state_index(alias), id=doc_id, params={"ignore": 404}
     )
-    if not got or not got.get("found"):
-        return None
-    return dict(got["_source"])
+    return got if got and got.get("found") else None
 
 
-def read_lock(cluster: Cluster, alias: str) -> dict[str, Any] | None:
+def _get(cluster: Cluster, alias: str, doc_id: str) -> dict[str, Any] | None:
+    got = _read(cluster, alias, doc_id)
+    return dict(got["_source"]) if got else None
+
+
+def read_lock(cluster: Cluster, alias: str) -> LockRecord | None:
     """The reindex lock (real time), None when no reindex holds it."""
     doc = _get(cluster, alias, LOCK_ID)
-    return dict(doc["lock"]) if doc and doc.get("lock") else None
+    return LockRecord.from_doc(doc["lock"]) if doc and doc.get("lock") else None
 
 
-def acquire(cluster: Cluster, alias: str, record: dict[str, Any]) -> None:
+def acquire(cluster: Cluster, alias: str, record: LockRecord) -> None:
     """Create the lock document; ``LockHeld`` when it exists (exactly one of two racers wins)."""
     try:
         cluster.call(
@@ -128,15 +126,15 @@ def acquire(cluster: Cluster, alias: str, record: dict[str, Any]) -> None:
             cluster.client.index,
             index=state_index(alias),
             id=LOCK_ID,
-            body={"lock": record},
+            body={"lock": record.as_dict()},
             op_type="create",
             refresh=True,
         )
     except ClusterError as exc:
         if getattr(exc.__cause__, "status_code", None) != 409:
             raise
-        held = read_lock(cluster, alias) or {}
-        raise LockHeld(describe(held) if held else "another reindex holds the lock", held) from exc
+        held = read_lock(cluster, alias)
+        raise LockHeld(held.describe() if held else "another reindex holds the lock", held) from exc
 
 
 def update(cluster: Cluster, alias: str, token: str, **changes: Any) -> None:
@@ -147,12 +145,12 @@ def update(cluster: Cluster, alias: str, token: str, **changes: Any) -> None:
         index=state_index(alias),
         id=LOCK_ID,
         body={
-            "script": {
-                "lang": "painless",
-                "source": "if (ctx._source.lock.token != params.token) { ctx.op = 'none' } "
-                "else { for (e in params.changes.entrySet()) { ctx._source.lock[e.getKey()] = e.getValue() } }",
-                "params": {"token": token, "changes": changes},
-            }
+            "script": _painless(
+                "if (ctx._source.lock.token != params.token) { ctx.op = 'none' } else { for (e in "
+                "params.changes.entrySet()) { ctx._source.lock[e.getKey()] = e.getValue() } }",
+                token=token,
+                changes=changes,
+            )
         },
         refresh=True,
         retry_on_conflict=5,
@@ -161,14 +159,8 @@ def update(cluster: Cluster, alias: str, token: str, **changes: Any) -> None:
 
 def release(cluster: Cluster, alias: str, token: str) -> bool:
     """Delete the lock if ``token`` (still) holds it; True when this call released it."""
-    got = cluster.call(
-        "read the reindex lock",
-        cluster.client.get,
-        index=state_index(alias),
-        id=LOCK_ID,
-        params={"ignore": 404},
-    )
-    if not got or not got.get("found") or (got["_source"].get("lock") or {}).get("token") != token:
+    got = _read(cluster, alias, LOCK_ID)
+    if not got or (got["_source"].get("lock") or {}).get("token") != token:
         return False
     try:
         cluster.call(
@@ -187,52 +179,22 @@ def release(cluster: Cluster, alias: str, token: str) -> bool:
     return True
 
 
-def describe(lock: dict[str, Any]) -> str:
-    who = f"pid {lock.get('pid')} on {lock.get('host')}" if lock.get("host") else "an unknown process"
-    into = f" into {lock['target']}" if lock.get("target") else ""
-    return f"a reindex ({who}){into} has held the lock since {lock.get('since')}"
+def describe(lock: LockRecord) -> str:
+    return lock.describe()
 
 
-def lock_state(lock: dict[str, Any] | None) -> str:
-    """Whether the process holding a reindex lock still runs.
-
-    ``"live"``: it runs on this host. ``"dead"``: it does not (or the lock names no
-    process, or it is this very process, whose run failed). ``"unknown"``: it ran on
-    another host, which cannot be checked from here.
-    """
-    if not lock:
-        return "dead"
-    host, pid = lock.get("host"), lock.get("pid")
-    if host is None or not isinstance(pid, int):
-        return "dead"
-    if host != socket.gethostname():
-        return "unknown"
-    if pid == os.getpid():
-        return "dead"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "dead"
-    except PermissionError:
-        return "live"
-    try:  # a killed process whose parent has not reaped it yet still answers kill(pid, 0)
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            if fh.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
-                return "dead"
-    except OSError:
-        pass
-    return "live"
+def lock_state(lock: LockRecord | None) -> HolderState:
+    """Whether the process holding a reindex lock still runs (``LockRecord.state``; no lock: ``dead``)."""
+    return lock.state() if lock else "dead"
 
 
-def writer_alive(w: dict[str, Any]) -> bool:
+def writer_alive(w: LockRecord) -> bool:
     """Whether the process of a registered ingest batch still runs (this process: yes, a thread)."""
-    if w.get("host") == socket.gethostname() and w.get("pid") == os.getpid():
-        return True
-    return lock_state(w) != "dead"
+    return w.is_this_process() or w.state() != "dead"
 
 
 # ---------------------------------------------------------------- the writers' register
-def register_writer(cluster: Cluster, alias: str, record: dict[str, Any]) -> None:
+def register_writer(cluster: Cluster, alias: str, record: LockRecord) -> None:
     """Enter an ingest batch in the register (before it reads the lock)."""
     cluster.call(
         "register ingest batch",
@@ -240,13 +202,11 @@ def register_writer(cluster: Cluster, alias: str, record: dict[str, Any]) -> Non
         index=state_index(alias),
         id=WRITERS_ID,
         body={
-            "script": {
-                "lang": "painless",
-                "source": "if (ctx._source.writers == null) { ctx._source.writers = [] } "
-                "ctx._source.writers.add(params.w)",
-                "params": {"w": record},
-            },
-            "upsert": {"writers": [record]},
+            "script": _painless(
+                "if (ctx._source.writers == null) { ctx._source.writers = [] } ctx._source.writers.add(params.w)",
+                w=record.as_dict(),
+            ),
+            "upsert": {"writers": [record.as_dict()]},
         },
         refresh=True,
         retry_on_conflict=20,
@@ -261,12 +221,10 @@ def unregister_writer(cluster: Cluster, alias: str, token: str) -> None:
         index=state_index(alias),
         id=WRITERS_ID,
         body={
-            "script": {
-                "lang": "painless",
-                "source": "if (ctx._source.writers != null) "
-                "{ ctx._source.writers.removeIf(w -> w.token == params.token) }",
-                "params": {"token": token},
-            }
+            "script": _painless(
+                "if (ctx._source.writers != null) { ctx._source.writers.removeIf(w -> w.token == params.token) }",
+                token=token,
+            )
         },
         refresh=True,
         retry_on_conflict=20,
@@ -274,29 +232,17 @@ def unregister_writer(cluster: Cluster, alias: str, token: str) -> None:
     )
 
 
-def writers(cluster: Cluster, alias: str) -> list[dict[str, Any]]:
+def writers(cluster: Cluster, alias: str) -> list[LockRecord]:
     """The ingest batches being written now (real time)."""
     doc = _get(cluster, alias, WRITERS_ID)
-    return [dict(w) for w in (doc or {}).get("writers") or []]
-
-
-def earliest(records: list[dict[str, Any]], default: dt.datetime) -> dt.datetime:
-    """The earliest ``since`` of ``records`` (``default`` when none is earlier or readable)."""
-    out = default
-    for r in records:
-        try:
-            t = dt.datetime.fromisoformat(str(r.get("since")))
-        except ValueError:
-            continue
-        out = min(out, t)
-    return out
+    return [LockRecord.from_doc(w) for w in (doc or {}).get("writers") or []]
 
 
 # ---------------------------------------------------------------- one writer of an alias at a time
 class WriteLockHeld(IndexStateError):
     """Another writer of the alias held the write lock for longer than we could wait."""
 
-    def __init__(self, message: str, holder: dict[str, Any]) -> None:
+    def __init__(self, message: str, holder: LockRecord) -> None:
         super().__init__(message)
         self.holder = holder
 
@@ -312,15 +258,23 @@ FENCE = (
     "else { ctx._source.writer.expires_ms = params.expires_ms; "
 )
 FENCE_END = " }"
+#: Painless: take the alias when it is free, already ours, its lease ran out, or its holder is gone.
+TAKE_WRITER = (
+    "def w = ctx._source.writer; if (w == null || w.token == params.w.token || w.expires_ms < params.now "
+    "|| w.token == params.takeover) { ctx._source.writer = params.w } else { ctx.op = 'none' }"
+)
+RELEASE_WRITER = (
+    "if (ctx._source.writer != null && ctx._source.writer.token == params.t) "
+    "{ ctx._source.writer = null } else { ctx.op = 'none' }"
+)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def describe_writer(w: dict[str, Any]) -> str:
-    who = f"pid {w.get('pid')} on {w.get('host')}" if w.get("host") else "an unknown process"
-    return f"{w.get('what') or 'a writer'} ({who}) since {w.get('since')}"
+def describe_writer(w: LockRecord) -> str:
+    return w.describe_writer()
 
 
 class WriteLock:
@@ -334,8 +288,8 @@ class WriteLock:
         self.alias = alias
         self.lease_s = lease_s
         self.wait_s = wait_s
-        self.record = {**holder(), "what": what}
-        self.token: str = self.record["token"]
+        self.record = LockRecord.new(what=what)
+        self.token: str = self.record.token
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         #: Set when a renewal found another writer holding the alias (the next flip refuses too).
@@ -368,7 +322,7 @@ class WriteLock:
                 log.warning(
                     "taking over the write lock of %s (its process is gone)", describe_writer(current)
                 )
-                if self._try(takeover=current.get("token")) is None:
+                if self._try(takeover=current.token) is None:
                     break
                 continue
             if time.monotonic() >= deadline:
@@ -386,23 +340,17 @@ class WriteLock:
         self._beat = threading.Thread(target=self._heartbeat, name="osrag-write-lease", daemon=True)
         self._beat.start()
 
-    def _try(self, takeover: str | None) -> dict[str, Any] | None:
+    def _try(self, takeover: str | None) -> LockRecord | None:
         """One attempt: None when this writer now holds the lock, else the holder's record."""
         now = _now_ms()
-        record = {**self.record, "expires_ms": now + int(self.lease_s * 1000)}
+        record = self.record.leased(now + int(self.lease_s * 1000)).as_dict()
         got = self.cluster.call(
             "take the write lock",
             self.cluster.client.update,
             index=state_index(self.alias),
             id=HIDDEN_ID,
             body={
-                "script": {
-                    "lang": "painless",
-                    "source": "def w = ctx._source.writer; "
-                    "if (w == null || w.token == params.w.token || w.expires_ms < params.now "
-                    "|| w.token == params.takeover) { ctx._source.writer = params.w } else { ctx.op = 'none' }",
-                    "params": {"w": record, "now": now, "takeover": takeover},
-                },
+                "script": _painless(TAKE_WRITER, w=record, now=now, takeover=takeover),
                 "upsert": {"keys": [], "writer": record},
             },
             refresh=True,
@@ -412,7 +360,8 @@ class WriteLock:
         if got.get("result") in ("created", "updated"):
             return None
         src = (got.get("get") or {}).get("_source") or {}
-        return dict(src.get("writer") or {}) or {"what": "an unknown writer"}
+        w = src.get("writer")
+        return LockRecord.from_doc(w) if w else LockRecord(token="", what="an unknown writer")
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.lease_s / 4):
@@ -431,7 +380,7 @@ class WriteLock:
             self.cluster.client.update,
             index=state_index(self.alias),
             id=HIDDEN_ID,
-            body={"script": {"lang": "painless", "source": FENCE + FENCE_END, "params": self.fence_params()}},
+            body={"script": _painless(FENCE + FENCE_END, **self.fence_params())},
             retry_on_conflict=10,
         )
         return got.get("result") != "noop"
@@ -456,14 +405,7 @@ class WriteLock:
                 self.cluster.client.update,
                 index=state_index(self.alias),
                 id=HIDDEN_ID,
-                body={
-                    "script": {
-                        "lang": "painless",
-                        "source": "if (ctx._source.writer != null && ctx._source.writer.token == params.t) "
-                        "{ ctx._source.writer = null } else { ctx.op = 'none' }",
-                        "params": {"t": self.token},
-                    }
-                },
+                body={"script": _painless(RELEASE_WRITER, t=self.token)},
                 refresh=True,
                 retry_on_conflict=10,
                 params={"ignore": 404},  # the state index went with `osrag drop`
@@ -477,25 +419,27 @@ class WriteLock:
             )
 
 
-def read_writer(cluster: Cluster, alias: str) -> dict[str, Any] | None:
+def read_writer(cluster: Cluster, alias: str) -> LockRecord | None:
     """The alias's current writer (real time), None when no writer holds it or its lease ran out."""
     doc = _get(cluster, alias, HIDDEN_ID)
     w = (doc or {}).get("writer")
     if not w or int(w.get("expires_ms") or 0) < _now_ms():
         return None
-    return dict(w)
+    return LockRecord.from_doc(w)
 
 
 __all__ = [
     "FENCE",
     "FENCE_END",
     "LockHeld",
+    "LockRecord",
     "WriteLock",
     "WriteLockHeld",
     "WriteLost",
     "acquire",
     "describe",
     "describe_writer",
+    "earliest",
     "ensure_state_index",
     "holder",
     "lock_state",

@@ -74,7 +74,7 @@ class Reindexer:
         emb = embedder_for(self.s, target_model)
         same = target_model == meta.embedding_model and emb.dimension == meta.dimension
         docs, chunks = self.counts(source)
-        lock = locking.read_lock(self.cluster, self.s.alias) or {}
+        lock = locking.read_lock(self.cluster, self.s.alias)
         return ReindexPlan(
             alias=self.s.alias,
             source=source,
@@ -86,7 +86,7 @@ class Reindexer:
             method=SERVER_SIDE if same else REEMBED,
             chunks=chunks,
             documents=docs,
-            stale_target=lock.get("target"),
+            stale_target=lock.target if lock else None,
             lock_state=lock_state(lock) if lock else None,
         )
 
@@ -98,7 +98,7 @@ class Reindexer:
         meta = self.admin.meta(source)
         # The lock first: a run that loses the race stops here, before it has made anything.
         record = self._take_lock(source)
-        token = record["token"]
+        token = record.token
         target: str | None = None
         try:
             # The plan was read before the lock: another reindex may have run to completion in
@@ -113,7 +113,7 @@ class Reindexer:
             # Batches being written now registered before the lock existed: the catch-up looks
             # at everything written since the earliest of them started.
             since = locking.earliest(
-                locking.writers(self.cluster, self.s.alias), dt.datetime.fromisoformat(record["since"])
+                locking.writers(self.cluster, self.s.alias), dt.datetime.fromisoformat(str(record.since))
             )
             emb = embedder_for(self.s, plan.target_model)
             target = self.admin.create_index(embedder=emb)
@@ -134,8 +134,8 @@ class Reindexer:
                 # Both methods copy token_count as the source counted it (re-embedding keeps the text).
                 token_counter=meta.counter,
             )
-            held = locking.read_lock(self.cluster, self.s.alias) or {}
-            if held.get("token") != token:
+            held = locking.read_lock(self.cluster, self.s.alias)
+            if held is None or held.token != token:
                 raise IndexStateError(
                     f"the reindex lock of {self.s.alias} was released or taken over while copying into "
                     f"{target} (`osrag reindex --abort`?); alias not switched"
@@ -150,7 +150,7 @@ class Reindexer:
         locking.release(self.cluster, self.s.alias, token)
         return plan
 
-    def _take_lock(self, source: str) -> dict[str, Any]:
+    def _take_lock(self, source: str) -> locking.LockRecord:
         """Create the lock document (``op_type=create``); a live holder is an ``IndexStateError``.
 
         A lock whose process is dead (a killed run) is cleared -- its half-built index dropped --
@@ -162,7 +162,7 @@ class Reindexer:
             locking.acquire(self.cluster, self.s.alias, record)
             return record
         except locking.LockHeld as held:
-            lock = held.lock
+            lock = held.lock or locking.LockRecord(token="")  # None: released meanwhile
             state = lock_state(lock)
             if state == "live":
                 raise IndexStateError(f"{describe(lock)} and is still running") from held
@@ -173,13 +173,13 @@ class Reindexer:
                 ) from held
             # A killed run left a half-built index: it never had the alias, so drop it.
             self._drop_half_built(source, lock)
-            locking.release(self.cluster, self.s.alias, str(lock.get("token")))
+            locking.release(self.cluster, self.s.alias, lock.token)
         record = locking.holder()
         locking.acquire(self.cluster, self.s.alias, record)
         return record
 
-    def _drop_half_built(self, source: str, lock: dict[str, Any]) -> str | None:
-        stale = lock.get("target")
+    def _drop_half_built(self, source: str, lock: locking.LockRecord) -> str | None:
+        stale = lock.target
         if not stale or stale == source or stale == self.admin.current_index():
             return None
         self.cluster.call(
@@ -217,8 +217,8 @@ class Reindexer:
         if lock_state(lock) == "live":
             raise IndexStateError(f"{describe(lock)} and is still running; stop it before aborting")
         self._drop_half_built(source, lock)
-        locking.release(self.cluster, self.s.alias, str(lock.get("token")))
-        return dict(lock)
+        locking.release(self.cluster, self.s.alias, lock.token)
+        return lock.as_dict()
 
     def verify(self, source: str, target: str) -> None:
         """Counts match and a sample of queries finds results in the new index."""
@@ -296,7 +296,8 @@ class Reindexer:
         current = self.admin.current_index()
         protected = {current} if current else set()
         if current:
-            target = (locking.read_lock(self.cluster, self.s.alias) or {}).get("target")
+            held = locking.read_lock(self.cluster, self.s.alias)
+            target = held.target if held else None
             if target:
                 protected.add(target)
         others = [r["index"] for r in self.indices() if r["index"] not in protected]

@@ -83,7 +83,7 @@ def read_status(settings: Settings) -> Status:
         st.last_ingest_at = meta.last_ingest_at
         st.last_ingest_age_s = age_seconds(st.last_ingest_at)
         st.previous_index = meta.previous_index
-        st.reindex_lock = {**lock, "state": lock_state(lock)} if lock else None
+        st.reindex_lock = {**lock.as_dict(), "state": lock_state(lock)} if lock else None
         st.pipelines = {v: admin.pipeline_name(v) for v in PIPELINES}
         st.fusion = settings.fusion
     return st

@@ -1,31 +1,28 @@
-"""Local OpenSearch for development, tests and CI, with no Docker.
+"""Local OpenSearch for development, tests and CI, with no Docker: one node.
 
 ``DevNode`` is one node of a version (plain, or ``security=True`` for TLS +
-basic auth); ``DevCluster`` is n nodes of one version forming one cluster. Both
-fetch through Maven, start, stop exactly the processes they started (by pid
-file) and hand out a ``Settings`` that points at what they run.
+basic auth); ``DevCluster`` (``osrag.devnode.cluster``) is n nodes of one version
+forming one cluster. Both fetch through Maven, start, stop exactly the processes
+they started (by pid file) and hand out a ``Settings`` that points at what they run.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import SecretStr
 
 from osrag.devnode import process as proc
 from osrag.devnode import security as sec
+from osrag.devnode.base import LauncherBase, NodeStatus
 from osrag.devnode.plan import (
     ADMIN_USER,
     REQUIRED_PLUGINS,
     SECURITY_DEFAULT_VERSION,
     NodeSpec,
-    artifacts,
-    missing_modules,
     opensearch_yml,
-    plan_cluster,
     plan_single,
     security_settings,
 )
@@ -33,98 +30,7 @@ from osrag.errors import LauncherError
 from osrag.settings import Settings
 
 
-@dataclass(frozen=True)
-class NodeStatus:
-    url: str
-    running: bool
-    started_by_osrag: bool
-    pid: int | None
-    version: str | None = None
-    health: str | None = None
-    plugins: tuple[str, ...] = ()
-    detail: str = ""
-    name: str = ""
-    ca_certs: str | None = None  # secured node only: where the CA is, who the admin is
-    user: str | None = None
-    password_file: str | None = None
-    #: (engine, "yes"/"no"): which k-NN engines this install can serve (native libraries present)
-    engines: tuple[tuple[str, str], ...] = ()
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "engines": dict(self.engines),
-            "name": self.name,
-            "url": self.url,
-            "running": self.running,
-            "started_by_osrag": self.started_by_osrag,
-            "pid": self.pid,
-            "version": self.version,
-            "health": self.health,
-            "plugins": list(self.plugins),
-            "detail": self.detail,
-            "ca_certs": self.ca_certs,
-            "user": self.user,
-            "password_file": self.password_file,
-        }
-
-
-@dataclass(frozen=True)
-class ClusterStatus:
-    cluster_name: str
-    health: str | None
-    number_of_nodes: int
-    nodes: tuple[NodeStatus, ...] = field(default_factory=tuple)
-
-    @property
-    def running(self) -> bool:
-        return any(n.running for n in self.nodes)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "cluster_name": self.cluster_name,
-            "health": self.health,
-            "number_of_nodes": self.number_of_nodes,
-            "nodes": [n.as_dict() for n in self.nodes],
-        }
-
-
-class _Base:
-    """What a node and a cluster share: settings, the Maven repo, the JDK, install."""
-
-    def __init__(self, settings: Settings, log: proc.Log | None, version: str | None) -> None:
-        self.s = settings
-        self.home = Path(settings.dev_home)
-        self.version = version or settings.dev_opensearch_version
-        self._log = log or (lambda msg: None)
-
-    @property
-    def m2(self) -> Path:
-        return self.home / "m2"
-
-    def java_home(self) -> Path:
-        return proc.java_home_for(self.version, self.s.dev_java_home)
-
-    def _install(self, security: bool, target: Path) -> Path:
-        if (target / ".osrag-installed").exists():
-            return target
-        arts = artifacts(self.version, security)
-        jh = self.java_home()
-        env = dict(proc.node_env(jh, self._any_spec()))
-        env.pop("OPENSEARCH_PATH_CONF")  # the plugin tool writes the install's own config dir
-        return proc.install(target, arts, missing_modules(self.version), self.m2, jh, env, self._log)
-
-    def _any_spec(self) -> NodeSpec:
-        raise NotImplementedError
-
-    def _start(self, specs: list[NodeSpec], ymls: list[str]) -> None:
-        for spec, yml in zip(specs, ymls, strict=True):
-            proc.prepare_run_dir(spec, yml)
-            proc.hand_to_node_user(spec, self.home)
-        jh = self.java_home()
-        proc.launch(specs, [proc.node_env(jh, s) for s in specs], self._log)
-
-
-class DevNode(_Base):
+class DevNode(LauncherBase):
     """Fetch, install, start, stop and inspect one local node of a version."""
 
     def __init__(
@@ -375,115 +281,4 @@ class DevNode(_Base):
             health=(health or {}).get("status"),
             plugins=names,
             **extra,
-        )
-
-
-class DevCluster(_Base):
-    """n local nodes of one version forming one cluster, for multi-node and fault tests."""
-
-    def __init__(
-        self, settings: Settings, log: proc.Log | None = None, *, version: str | None = None, nodes: int = 3
-    ) -> None:
-        super().__init__(settings, log, version)
-        heap = settings.dev_heap if "dev_heap" in settings.model_fields_set else None
-        self.specs = plan_cluster(self.home, self.version, nodes, **({"heap": heap} if heap else {}))
-
-    def _any_spec(self) -> NodeSpec:
-        return self.specs[0]
-
-    @property
-    def urls(self) -> list[str]:
-        return [s.url for s in self.specs]
-
-    def spec(self, n: int) -> NodeSpec:
-        if not 1 <= n <= len(self.specs):
-            raise LauncherError(f"node {n} does not exist; the cluster has nodes 1..{len(self.specs)}")
-        return self.specs[n - 1]
-
-    def client_settings(self, node: int = 1, **overrides: object) -> Settings:
-        """``Settings`` pointing at node ``node`` (1-based); stop a different one in fault tests."""
-        return self.s.model_copy(update={"url": self.spec(node).url, **overrides})
-
-    def install(self) -> Path:
-        return self._install(False, self.specs[0].install_dir)
-
-    def up(self, wait_s: float = 300.0) -> ClusterStatus:
-        """Start every node not already running; wait until all have joined and nothing is red."""
-        down = [s for s in self.specs if proc.read_pid(s.pid_file) is None]
-        busy = [s for s in down if proc.http_get(f"{s.url}/")[0] is not None]
-        if busy:
-            raise LauncherError(
-                f"port(s) {', '.join(str(s.http_port) for s in busy)} already answer but were not started "
-                "by this launcher; stop what runs there"
-            )
-        if down:
-            self.install()
-            t0 = time.monotonic()
-            self._start(down, [opensearch_yml(s) for s in down])  # returns once each JVM has started
-            st = self._wait_joined(len(self.specs), time.monotonic() + wait_s)
-            self._log(f"{len(self.specs)} nodes joined, {st.health}, after {time.monotonic() - t0:.0f}s")
-            return st
-        return self.status()
-
-    def _wait_joined(self, expected: int, deadline: float) -> ClusterStatus:
-        while time.monotonic() < deadline:
-            st = self.status()
-            if st.number_of_nodes == expected and st.health in ("green", "yellow"):
-                return st
-            for s in self.specs:
-                if s.pid_file.exists() and proc.read_pid(s.pid_file) is None:
-                    raise LauncherError(f"{s.name} exited during start-up; see {s.logs_dir}")
-            time.sleep(1.0)
-        raise LauncherError(
-            f"the cluster did not reach {expected} nodes in time; see {self.specs[0].logs_dir}"
-        )
-
-    def down(self, wait_s: float = 60.0) -> list[int]:
-        """Stop exactly the nodes this launcher started; their numbers."""
-        return [i + 1 for i, s in enumerate(self.specs) if proc.stop(s.pid_file, wait_s)]
-
-    def stop_node(self, n: int, wait_s: float = 60.0) -> bool:
-        return proc.stop(self.spec(n).pid_file, wait_s)
-
-    def start_node(self, n: int, wait_s: float = 240.0) -> ClusterStatus:
-        """Start one stopped node and wait until the cluster has all its nodes again."""
-        spec = self.spec(n)
-        if proc.read_pid(spec.pid_file) is not None:
-            return self.status()
-        t0 = time.monotonic()
-        self._start([spec], [opensearch_yml(spec)])
-        st = self._wait_joined(len(self.specs), time.monotonic() + wait_s)
-        self._log(f"{spec.name} rejoined after {time.monotonic() - t0:.0f}s ({st.health})")
-        return st
-
-    def status(self) -> ClusterStatus:
-        nodes = []
-        health: dict[str, object] = {}
-        for s in self.specs:
-            pid = proc.read_pid(s.pid_file)
-            _, info = proc.http_get(f"{s.url}/")
-            if not isinstance(info, dict):
-                nodes.append(
-                    NodeStatus(s.url, False, pid is not None, pid, detail="not answering", name=s.name)
-                )
-                continue
-            _, h = proc.http_get(f"{s.url}/_cluster/health?timeout=2s")
-            if isinstance(h, dict) and not health:
-                health = h
-            nodes.append(
-                NodeStatus(
-                    s.url,
-                    True,
-                    pid is not None,
-                    pid,
-                    version=info.get("version", {}).get("number"),
-                    health=(h or {}).get("status") if isinstance(h, dict) else None,
-                    name=s.name,
-                )
-            )
-        return ClusterStatus(
-            cluster_name=self.specs[0].cluster_name,
-            health=health.get("status"),  # type: ignore[arg-type]
-            number_of_nodes=int(health.get("number_of_nodes", 0)),  # type: ignore[arg-type]
-            nodes=tuple(nodes),
         )

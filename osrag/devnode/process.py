@@ -30,6 +30,7 @@ from pathlib import Path
 
 from osrag.devnode.plan import Artifact, Module, NodeSpec, choose_jdk, fetch_pom, jdk_range
 from osrag.errors import LauncherError
+from osrag.lockrecord import pid_alive
 
 NODE_USER = "osrag-node"
 Log = Callable[[str], None]
@@ -248,7 +249,7 @@ def read_pid(pid_file: Path) -> int | None:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 def stop(pid_file: Path, wait_s: float = 60.0) -> bool:
@@ -259,26 +260,12 @@ def stop(pid_file: Path, wait_s: float = 60.0) -> bool:
         return False
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and pid_alive(pid):
         time.sleep(0.5)
-    if _alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     pid_file.unlink(missing_ok=True)
     return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def _ensure_node_user() -> None:

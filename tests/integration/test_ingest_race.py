@@ -94,7 +94,7 @@ def test_second_writer_waits_bounded_then_names_the_holder(admin: Admin, setting
     cluster = admin.cluster
     ensure_state_index(cluster, admin.alias)
     with WriteLock(cluster, admin.alias, "osrag ingest of /docs", wait_s=0) as first:
-        assert read_writer(cluster, admin.alias)["token"] == first.token
+        assert read_writer(cluster, admin.alias).token == first.token
         started = time.monotonic()
         with pytest.raises(WriteLockHeld) as ei:
             WriteLock(cluster, admin.alias, "osrag delete", wait_s=1.0).acquire()
@@ -124,14 +124,14 @@ def test_dead_holder_and_expired_lease_are_taken_over(admin: Admin) -> None:
     # A holder on this host whose process is gone (a pid that cannot exist): taken over at once.
     _plant(admin, {"token": "dead", "pid": 2**22 + 12345, "host": socket.gethostname(), "expires_ms": far})
     with WriteLock(cluster, admin.alias, "after a crash", wait_s=0) as lock:
-        assert read_writer(cluster, admin.alias)["token"] == lock.token
+        assert read_writer(cluster, admin.alias).token == lock.token
     # A holder on another host: taken over only once its lease has run out.
     _plant(admin, {"token": "away", "pid": 1, "host": "elsewhere", "expires_ms": far, "what": "a far ingest"})
     with pytest.raises(WriteLockHeld, match="a far ingest"):
         WriteLock(cluster, admin.alias, "x", wait_s=0).acquire()
     _plant(admin, {"token": "away", "pid": 1, "host": "elsewhere", "expires_ms": 1})
     with WriteLock(cluster, admin.alias, "after expiry", wait_s=0) as lock:
-        assert read_writer(cluster, admin.alias)["token"] == lock.token
+        assert read_writer(cluster, admin.alias).token == lock.token
 
 
 def test_a_writer_that_lost_its_lease_shows_nothing(admin: Admin) -> None:
@@ -153,7 +153,7 @@ def test_a_writer_that_lost_its_lease_shows_nothing(admin: Admin) -> None:
         assert not lock.renew()
     finally:
         lock.release()
-    assert read_writer(cluster, admin.alias)["token"] == "other"  # release leaves another's lock alone
+    assert read_writer(cluster, admin.alias).token == "other"  # release leaves another's lock alone
 
 
 def test_cli_refusal_is_one_line(admin: Admin, settings: Settings, tmp_path: Path) -> None:

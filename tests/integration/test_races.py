@@ -202,7 +202,7 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
     t = threading.Thread(target=run)
     t.start()
     deadline = time.monotonic() + 120
-    while not (read_lock(admin.cluster, settings.alias) or {}).get("target"):
+    while not getattr(read_lock(admin.cluster, settings.alias), "target", None):
         assert time.monotonic() < deadline and t.is_alive(), result
         time.sleep(0.1)
     time.sleep(3)  # the copy runs; the reindex then waits for the registered batch
@@ -213,7 +213,7 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
 
     monkeypatch.setattr(osrag.indexing, "read_lock", lambda cluster, alias: None)  # its checks saw no lock
     assert Ingester(settings).ingest([kb]).indexed == 10
-    locking.unregister_writer(admin.cluster, settings.alias, batch["token"])
+    locking.unregister_writer(admin.cluster, settings.alias, batch.token)
     t.join(timeout=300)
     assert "plan" in result, result
     plan = result["plan"]

@@ -27,7 +27,7 @@ from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester
-from osrag.locking import LOCK_ID, ensure_state_index, read_lock
+from osrag.locking import LOCK_ID, LockRecord, ensure_state_index, read_lock
 from osrag.names import state_index
 from osrag.reindex import Reindexer
 from osrag.search import SearchClient
@@ -155,7 +155,7 @@ def indexed_ops(client: Any, index: str) -> int:
     return int(got["indices"][index]["primaries"]["indexing"]["index_total"])
 
 
-def lock_of(admin: Admin, index: str) -> dict[str, Any] | None:
+def lock_of(admin: Admin, index: str) -> LockRecord | None:
     """The reindex lock of the alias (a document in its state index; ``index`` is not needed)."""
     return read_lock(admin.cluster, admin.alias)
 
@@ -280,7 +280,7 @@ def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
             assert proc.poll() is None, f"reindex ended before it was killed: {err.read_text()[-2000:]}"
             lock = lock_of(admin, old)
             if lock:
-                target = lock["target"]
+                target = lock.target
                 if indexed_ops(client, target) > 0:
                     break
             assert time.monotonic() < deadline, "the reindex never started writing"
@@ -301,7 +301,7 @@ def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
     assert alias_targets(client, settings.alias) == [old]
     assert admin.current_index() == old
     lock = lock_of(admin, old)
-    assert lock and lock["target"] == target and lock["pid"] == proc.pid
+    assert lock and lock.target == target and lock.pid == proc.pid
 
     # Readers are unaffected; writers are refused while the lock is there.
     assert top10(settings) == before
