@@ -25,7 +25,8 @@ from osrag.errors import OsragError
 from osrag.observability import observe_search
 from osrag.query import parse_filters
 from osrag.rerank import Reranker
-from osrag.search import QuerySteps, Retrieval
+from osrag.retrieval import Retrieval
+from osrag.search import QuerySteps
 from osrag.settings import Settings
 from osrag.steps import Call, Steps, Work
 

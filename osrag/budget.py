@@ -63,8 +63,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
+
+from osrag import vocabulary
 
 __all__ = [
     "KINDS",
@@ -72,21 +75,41 @@ __all__ = [
     "LeftOut",
     "Selection",
     "SelectionConfig",
+    "Unit",
     "cosine",
     "select",
     "shingle_overlap",
 ]
 
-KINDS: frozenset[str] = frozenset({"text", "table", "code", "list", "mixed"})
-LEFT_OUT_REASONS: frozenset[str] = frozenset({"budget", "duplicate", "not_worth"})
+KINDS: frozenset[str] = frozenset(vocabulary.CHUNK_KINDS)
+LEFT_OUT_REASONS: frozenset[str] = frozenset(vocabulary.LEFT_OUT_REASONS)
 SHINGLE_SIZE = 3
 
 _WORD = re.compile(r"\w+")
 
 
+class Unit(Protocol):
+    """What :func:`select` reads of a candidate: the read path's ``osrag.candidates.Candidate``
+    (walked as it is, no copy per chunk) or a stand-alone ``Candidate`` below."""
+
+    @property
+    def chunk_id(self) -> str: ...
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def embedding(self) -> tuple[float, ...] | np.ndarray | None: ...
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """One retrievable unit with its real token cost and final relevance score."""
+    """One retrievable unit with its real token cost and final relevance score (a ``Unit`` made
+    by hand: tests, benchmarks and callers of :func:`select` outside the query path)."""
 
     chunk_id: str
     doc_id: str
@@ -150,7 +173,7 @@ def _check_range(
 class LeftOut:
     """A relevant candidate that was not delivered, and why."""
 
-    candidate: Candidate
+    candidate: Unit
     reason: str
     duplicate_of: str | None = None
 
@@ -163,7 +186,7 @@ class LeftOut:
 class Selection:
     """What was delivered and an honest account of what was not."""
 
-    selected: tuple[Candidate, ...]
+    selected: tuple[Unit, ...]
     budget: int
     spent: int
     left_out_budget: tuple[LeftOut, ...]
@@ -251,7 +274,7 @@ def _relative_scores(scores: Sequence[float]) -> list[float]:
 class _Walk:
     """Mutable state of one :func:`select` call (kept out of the public types)."""
 
-    cands: list[Candidate]
+    cands: list[Unit]
     position: dict[int, int]
     value: list[float]
     cfg: SelectionConfig
@@ -354,13 +377,14 @@ class _Walk:
 
 
 def select(
-    candidates: Sequence[Candidate],
+    candidates: Sequence[Unit],
     budget_tokens: int,
     config: SelectionConfig = SelectionConfig(),
 ) -> Selection:
     """Pick whole, non-duplicate, relevant units within ``budget_tokens``; report the rest.
 
-    Raises ``ValueError`` for a non-positive budget or repeated ``chunk_id``.
+    Raises ``ValueError`` for a non-positive budget, a repeated ``chunk_id``, a negative cost or
+    a score that is not finite.
     """
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens <= 0:
         raise ValueError(f"token budget must be a positive integer, got {budget_tokens!r}")
@@ -371,6 +395,10 @@ def select(
         if c.chunk_id in seen:
             raise ValueError(f"chunk_id {c.chunk_id!r} occurs more than once among the candidates")
         seen.add(c.chunk_id)
+        if isinstance(c.tokens, bool) or not isinstance(c.tokens, int) or c.tokens < 0:
+            raise ValueError(f"{c.chunk_id}: tokens must be an integer >= 0, got {c.tokens!r}")
+        if not math.isfinite(c.score):
+            raise ValueError(f"{c.chunk_id}: score must be finite, got {c.score!r}")
         if c.embedding is not None:
             dims.add(len(c.embedding))
     if len(dims) > 1:

@@ -7,11 +7,11 @@ budgeted selection, or an explicit "nothing relevant found".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from osrag.records import ChunkSource
 from osrag.vocabulary import DEFAULT_FUSION, DEFAULT_POLICY, Fusion, LeftOutReason, Policy, Status
 
 
@@ -48,12 +48,27 @@ class Passage(BaseModel):
     rerank_truncated: bool = False
 
 
-LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor", "url")
-
-
-def location_fields(src: Mapping[str, Any]) -> dict[str, Any]:
-    """The location fields a chunk's ``_source`` carries, for ``Passage(**...)``."""
-    return {k: src[k] for k in LOCATION_FIELDS if src.get(k) is not None}
+def passage_of(src: ChunkSource, rank: int, **extra: Any) -> Passage:
+    """The one mapping of a stored chunk to a ``Passage`` (``extra``: the stage's own fields, such
+    as its scores and its cost in the budget's count, which replaces the stored ``token_count``)."""
+    fields: dict[str, Any] = {
+        "chunk_id": src.chunk_id,
+        "doc_id": src.doc_id,
+        "title": src.title,
+        "heading_path": list(src.heading_path),
+        "source": src.source,
+        "section_id": src.section_id,
+        "parent_section_id": src.parent_section_id,
+        "kind": src.kind,
+        "text": src.text,
+        "tokens": src.token_count or 0,
+        "rank": rank,
+        "start": src.start,
+        "end": src.end,
+        **src.location,
+    }
+    fields.update(extra)
+    return Passage(**fields)
 
 
 def cite(p: Passage) -> str:

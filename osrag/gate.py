@@ -39,13 +39,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osrag.query import Hit, identifier_terms
+from osrag.candidates import Candidate
+from osrag.query import identifier_terms
+from osrag.vocabulary import POLICIES
 
 #: The analyzed field whose terms are compared, and the analyzer the question goes through
 #: (the field's search analyzer: the same tokens the BM25 head matched with).
 FIELD = "text"
 QUESTION_ANALYZER = "ru_search"
-POLICIES = ("recall", "minimal")
 _LATIN = re.compile(r"[a-z]")
 
 
@@ -166,7 +167,7 @@ def evidence_aggs(terms: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def matched_terms(hit: Hit) -> frozenset[str]:
+def matched_terms(hit: Candidate) -> frozenset[str]:
     """The probed terms a hit holds, from the named queries it matched."""
     return frozenset(n[len(PROBE_PREFIX) :] for n in hit.named if n.startswith(PROBE_PREFIX))
 
@@ -192,7 +193,7 @@ def parse_doc_freqs(resp: Mapping[str, Any], asked: Sequence[str]) -> Freqs:
     )
 
 
-def analysis_of(terms: Sequence[str], freqs: Freqs, hits: Sequence[Hit]) -> Analysis:
+def analysis_of(terms: Sequence[str], freqs: Freqs, hits: Sequence[Candidate]) -> Analysis:
     """The ``Analysis`` of ``hits`` (in order, after any collapsing) for the question's ``terms``,
     whose document frequencies ``freqs`` holds."""
     matched = tuple(matched_terms(h) for h in hits)
@@ -205,7 +206,7 @@ def analysis_of(terms: Sequence[str], freqs: Freqs, hits: Sequence[Hit]) -> Anal
     return Analysis(weights={t: idf(freqs.df[t], n) for t in terms}, texts=matched, doc_count=n)
 
 
-def parse_evidence(resp: Mapping[str, Any], terms: Sequence[str], hits: Sequence[Hit]) -> Analysis:
+def parse_evidence(resp: Mapping[str, Any], terms: Sequence[str], hits: Sequence[Candidate]) -> Analysis:
     """The ``Analysis`` of a search made with ``evidence_aggs(terms)`` and the probes, for ``hits``
     (its hits, in order, after any collapsing)."""
     if not terms:
@@ -301,7 +302,7 @@ def cosines(qvec: Any, vectors: Sequence[Any]) -> list[float]:
     return out
 
 
-def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Hit]) -> None:
+def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candidate]) -> None:
     """Fill each hit's coverage, cosine, identifier match and relevance (their best).
 
     ``analysis.texts`` is in the order of ``hits``. A code the question names (TEA15,
@@ -312,7 +313,7 @@ def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Hit]) 
     if len(analysis.texts) != len(hits):
         raise ValueError(f"{len(analysis.texts)} analyzed texts for {len(hits)} hits")
     codes = identifier_terms(question)
-    for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.source.get("embedding") for h in hits])):
+    for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.embedding for h in hits])):
         h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos
         h.ident_match = any(c in terms for c in codes)
         h.relevance = max(h.coverage, h.cosine, 1.0 if h.ident_match else 0.0)
@@ -360,7 +361,7 @@ def cosine_defaults(model: str | None) -> tuple[float, float] | None:
     return E5_COSINES if model and is_e5_family(model) else None
 
 
-def is_relevant(h: Hit, min_coverage: float, min_cosine: float) -> bool:
+def is_relevant(h: Candidate, min_coverage: float, min_cosine: float) -> bool:
     """Enough of the question's terms, a close embedding, or an exact code the question names."""
     return h.coverage >= min_coverage or h.cosine >= min_cosine or h.ident_match
 
@@ -371,86 +372,7 @@ def latin_codes(question: str) -> list[str]:
     return [c for c in identifier_terms(question) if _LATIN.search(c)]
 
 
-# ------------------------------------------------------------------ codes the index vouches for
-#: The aggregation that carries each Latin code's document frequency in the whole-identifier
-#: subfield and the size of its family there.
-CODE_AGG = "osrag_codes"
-CODE_FIELD = "text.ident"
-#: A code held by at most this share of the index's chunks is rare: a chunk about it holds it.
-RARE_CODE_SHARE = 0.005
-_FAMILY_HEAD = re.compile(r"^[a-z]{2,}")
-
-
-def code_family(code: str) -> str | None:
-    """The Lucene regexp of a code's siblings in ``text.ident``: the same leading letters followed
-    by a separator or a digit (TEA15 -> tea10, tea-green-sencha-100; LAMP-FLOOR-ARC -> lamp-light).
-    None for a code with fewer than two leading Latin letters (p.s, 2000px, v2): no family to know."""
-    m = _FAMILY_HEAD.match(code)
-    return f"{m.group(0)}[-_.0-9].*" if m else None
-
-
-def code_aggs(codes: Sequence[str]) -> dict[str, Any]:
-    """Per code: its document frequency in ``text.ident`` and how many chunks hold its family."""
-    fam = [code_family(c) for c in codes]
-    return {
-        CODE_AGG: {
-            "global": {},
-            "aggs": {
-                "df": {"filters": {"filters": [{"term": {CODE_FIELD: c}} for c in codes]}},
-                "family": {
-                    "filters": {
-                        "filters": [
-                            {"regexp": {CODE_FIELD: {"value": f}}} if f else {"match_none": {}} for f in fam
-                        ]
-                    }
-                },
-            },
-        }
-    }
-
-
-@dataclass(frozen=True)
-class CodeEvidence:
-    """What the index says about the question's Latin codes: document frequency, family size."""
-
-    df: Mapping[str, int]
-    family: Mapping[str, int]
-    doc_count: int
-
-
-def parse_code_evidence(resp: Mapping[str, Any], codes: Sequence[str]) -> CodeEvidence:
-    """The ``CodeEvidence`` of a search made with ``code_aggs(codes)``."""
-    agg = (resp.get("aggregations") or {}).get(CODE_AGG)
-    if agg is None:
-        raise ValueError(f"the search response lacks the {CODE_AGG} aggregation")
-    df = list(((agg.get("df") or {}).get("buckets")) or [])
-    fam = list(((agg.get("family") or {}).get("buckets")) or [])
-    if len(df) != len(codes) or len(fam) != len(codes):
-        raise ValueError(f"code evidence for {len(codes)} codes was asked, {len(df)}/{len(fam)} came back")
-    return CodeEvidence(
-        {c: int(b.get("doc_count") or 0) for c, b in zip(codes, df)},
-        {c: int(b.get("doc_count") or 0) for c, b in zip(codes, fam)},
-        int(agg.get("doc_count") or 0),
-    )
-
-
-def required_codes(ev: CodeEvidence, rare_share: float = RARE_CODE_SHARE) -> tuple[str, ...]:
-    """The codes an answer must hold, by what the index says of them, not by their punctuation.
-
-    * a code the index never saw whole, while it holds its family (TEA-MATCHA-30 in a catalogue of
-      TEA-... articles): the question asks for a thing the index does not have;
-    * a rare code the index holds (at most ``rare_share`` of its chunks): a chunk about it holds
-      it, and the lexical head asks for it whole, so candidates without it are about other things.
-
-    A word the index has never seen and has no family for (a URL piece, ``2000px``, ``p.s``), or a
-    common one (``console.log`` throughout a JavaScript tutorial), is evidence like any other term
-    and never decides «nothing relevant» alone.
-    """
-    limit = max(1.0, rare_share * ev.doc_count)
-    return tuple(c for c, df in ev.df.items() if (df == 0 and ev.family.get(c, 0) > 0) or (0 < df <= limit))
-
-
-def relevant_ids(hits: Sequence[Hit], gate: Gate, codes: Sequence[str] = ()) -> set[str]:
+def relevant_ids(hits: Sequence[Candidate], gate: Gate, codes: Sequence[str] = ()) -> set[str]:
     """The candidates worth delivering; empty means «nothing relevant».
 
     ``codes`` are the question's ``latin_codes``: when it names one and no candidate holds
@@ -482,7 +404,7 @@ def relevant_ids(hits: Sequence[Hit], gate: Gate, codes: Sequence[str] = ()) -> 
     }
 
 
-def evidence_order(hits: Sequence[Hit]) -> list[Hit]:
+def evidence_order(hits: Sequence[Candidate]) -> list[Candidate]:
     """Reorder fused candidates by how much of the question each one evidently answers.
 
     Without a cross-encoder, the question's term coverage, the embedding cosine and an
@@ -491,7 +413,7 @@ def evidence_order(hits: Sequence[Hit]) -> list[Hit]:
     """
     n = max(len(hits), 1)
 
-    def score(pos: int, h: Hit) -> float:
+    def score(pos: int, h: Candidate) -> float:
         return 2.0 * h.coverage + h.cosine + (1.0 if h.ident_match else 0.0) + (n - pos) / n
 
     ranked = sorted(enumerate(hits), key=lambda p: (-score(*p), p[0]))

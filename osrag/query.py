@@ -1,7 +1,8 @@
-"""Query building: the question and filters as OpenSearch request bodies, and responses as hits.
+"""Query building: the question and filters as OpenSearch request bodies (``osrag.candidates``
+reads the responses).
 
 Pure functions (no client). Candidates come from ONE native ``hybrid`` query through the
-alias's search pipeline (RRF by default): a BM25 head that is a ``bool.should`` of per-field
+alias's search pipeline (the fusion the settings name): a BM25 head that is a ``bool.should`` of per-field
 ``match`` queries (chunk text, breadcrumb, title and the whole-identifier subfield, so the
 user's own wording always takes part and exact codes survive) and a kNN head on the
 question's embedding. Filters and the visibility clause apply to both heads -- inside the
@@ -11,20 +12,18 @@ User text only ever goes into ``match`` queries, which do not parse query syntax
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from osrag.access import Principal, access_clauses
-from osrag.errors import ClusterError, InputError
-from osrag.names import content_hash, visibility_filter
+from osrag.candidates import VECTOR_FIELD
+from osrag.errors import InputError
+from osrag.names import visibility_filter
 from osrag.variants import variant_clauses
+from osrag.vocabulary import RETRIEVAL_MODES
 
 MAX_QUESTION_CHARS = 4000
 FILTER_KEYS = (
@@ -39,7 +38,7 @@ FILTER_KEYS = (
 #: ``meta.KEY`` filters a front-matter key osrag does not read itself (osrag.frontmatter keeps them).
 META_PREFIX = "meta."
 META_KEY = re.compile(r"^[^\s.][^\s]{0,199}$")
-MODES = ("hybrid", "bm25", "bm25-text", "bm25-std", "knn")
+MODES = RETRIEVAL_MODES
 #: Upper bound on the analysed tokens the lexical head may ask for. Each token becomes a clause
 #: on each of the five matched fields, and the cluster refuses a query with more than
 #: ``indices.query.bool.max_clause_count`` (1024) clauses -- a legal 4000-character question
@@ -297,7 +296,6 @@ def validate_question(question: Any) -> str:
 #: exactly the stored values, 40 % fewer bytes than JSON numbers, and decoded by numpy rather
 #: than parsed number by number (4 ms of JSON per 40 hits of 300 dimensions). A chunk without
 #: a vector gets ``null``.
-VECTOR_FIELD = "osrag_vector"
 VECTOR_SCRIPT = {
     # Read and encoded at once: the k-NN doc values hand out one reused array, so a vector kept
     # past its hit would be the one read last (seen on 3.6.0 and 2.19.1).
@@ -332,7 +330,7 @@ def candidates_body(
     ``probes`` and ``aggs`` carry the relevance gate's evidence (``osrag.gate``) on the same
     request; the probes ride on the BM25 head (hybrid mode only: the others are not gated).
     ``vectors`` says how each candidate's stored vector comes back (``VECTOR_WAYS``); either
-    way ``hits_of`` puts it in the hit's ``source["embedding"]``.
+    way ``candidates.hits_of`` puts it in the candidate's ``source.embedding``.
     """
     if vectors not in VECTOR_WAYS:
         raise ValueError(f"vectors must be one of {VECTOR_WAYS}, got {vectors!r}")
@@ -378,124 +376,11 @@ def section_body(section_id: str, filters: list[dict[str, Any]]) -> dict[str, An
     }
 
 
-@dataclass
-class Hit:
-    """One candidate chunk as retrieved, with what the gate and the reranker add to it."""
-
-    chunk_id: str
-    source: dict[str, Any]
-    fused: float
-    rank: int
-    relevance: float = 0.0
-    coverage: float = 0.0
-    cosine: float = 0.0
-    rerank: float | None = None
-    truncated: bool = False
-    ident_match: bool = False
-    #: The names of the named queries it matched (the gate's term probes among them).
-    named: frozenset[str] = frozenset()
-
-
 def vectors_in_source(body: Mapping[str, Any]) -> dict[str, Any]:
     """``body`` (a ``candidates_body``) asking for the vectors in ``_source`` instead of by script."""
     out = {k: v for k, v in body.items() if k != "script_fields"}
     out["_source"] = {"excludes": ["body"]}
     return out
-
-
-def _source_of(h: Mapping[str, Any]) -> dict[str, Any]:
-    """A hit's ``_source``, with its vector from ``VECTOR_FIELD`` when it came that way."""
-    src = h["_source"]
-    got = (h.get("fields") or {}).get(VECTOR_FIELD)
-    if got and got[0] is not None:
-        return {**src, "embedding": decode_vector(got[0])}
-    return src
-
-
-def decode_vector(value: str | Sequence[float]) -> np.ndarray:
-    """A ``VECTOR_SCRIPT`` value as a float32 array: base64 of little-endian float32, read in place
-    (no list of Python floats: the gate and selection work on arrays); a list of numbers, as an
-    older script sent it, becomes the same array."""
-    if not isinstance(value, str):
-        return np.asarray(value, dtype=np.float32)
-    raw = base64.b64decode(value, validate=True)
-    if len(raw) % 4:
-        raise ValueError(f"a vector's base64 decodes to {len(raw)} bytes, not a whole number of float32")
-    return np.frombuffer(raw, dtype="<f4")
-
-
-def hits_of(resp: Mapping[str, Any]) -> list[Hit]:
-    """A search response's hits in the order the cluster ranked them."""
-    return [
-        Hit(
-            chunk_id=h["_source"].get("chunk_id", h["_id"]),
-            source=_source_of(h),
-            fused=float(h["_score"] or 0.0),
-            rank=i + 1,
-            named=frozenset(h.get("matched_queries") or ()),
-        )
-        for i, h in enumerate((resp.get("hits") or {}).get("hits") or ())
-    ]
-
-
-#: What a candidates search needs of the answer (``filter_path``): the server's time, the shards'
-#: account (partial answers), each hit's id, score, source, script field and named queries, and
-#: the gate's aggregation -- the rest (index names, totals, max score) is never read.
-CANDIDATES_FILTER_PATH = ",".join(
-    [
-        "took",
-        "_shards",
-        *(f"hits.hits.{k}" for k in ("_id", "_score", "_source", "fields", "matched_queries")),
-        "aggregations",
-    ]
-)
-
-
-def shards_missing(resp: Mapping[str, Any]) -> str | None:
-    """A note when the cluster answered from only some shards (it still says 200: a shard with no
-    copy left, or one failing on every copy), so a partial candidate list is never taken silently
-    for the whole one; None when every shard answered."""
-    shards = resp.get("_shards") or {}
-    failed = int(shards.get("failed") or 0)
-    if failed <= 0:
-        return None
-    total = int(shards.get("total") or 0)
-    reasons = sorted(
-        {
-            str((f.get("reason") or {}).get("type") or (f.get("reason") or {}).get("reason") or "unknown")
-            for f in shards.get("failures") or []
-            if isinstance(f, Mapping)
-        }
-    )
-    why = f" ({', '.join(reasons)})" if reasons else ""
-    return f"partial answer: {failed} of {total} shards failed{why}; candidates they hold are missing"
-
-
-#: Shard failures that say a copy went away mid-request (a node stopping or restarting), not that
-#: the query is wrong: the cluster routes the same search to the shard's other copy when asked again.
-TRANSIENT_SHARD_FAILURES = frozenset(
-    {
-        "node_disconnected_exception",
-        "node_not_connected_exception",
-        "node_closed_exception",
-        "connect_transport_exception",
-        "send_request_transport_exception",
-        "no_shard_available_action_exception",
-    }
-)
-
-
-def shards_failed_transiently(resp: Mapping[str, Any]) -> bool:
-    """True when some shards failed and every failure is a copy going away (worth one more ask)."""
-    shards = resp.get("_shards") or {}
-    if int(shards.get("failed") or 0) <= 0:
-        return False
-    types = {
-        str((f.get("reason") or {}).get("type") or "")
-        for f in shards.get("failures") or []
-        if isinstance(f, Mapping)
-    }
-    return bool(types) and types <= TRANSIENT_SHARD_FAILURES
 
 
 def collapsed(body: dict[str, Any]) -> dict[str, Any]:
@@ -504,42 +389,3 @@ def collapsed(body: dict[str, Any]) -> dict[str, Any]:
     text then take one candidate slot. Only for an index whose every chunk carries the hash --
     the server groups chunks without it together."""
     return {**body, "collapse": {"field": "content_hash"}}
-
-
-def distinct_hits(hits: list[Hit], depth: int) -> list[Hit]:
-    """The fallback where the server cannot collapse: the best hit of each content hash (computed
-    from the text when the chunk has none), re-numbered, cut to ``depth``. The caller asks the
-    server for more than ``depth`` so the cut still comes after the collapse."""
-    seen: set[str] = set()
-    out: list[Hit] = []
-    for h in hits:
-        key = h.source.get("content_hash") or content_hash(str(h.source.get("text", "")))
-        if key in seen:
-            continue
-        seen.add(key)
-        h.rank = len(out) + 1
-        out.append(h)
-        if len(out) >= depth:
-            break
-    return out
-
-
-def scripts_refused(exc: ClusterError) -> bool:
-    """True when the cluster refused a search because it does not run inline scripts
-    (``script.allowed_types`` without ``inline``, or painless not allowed in that context)."""
-    cause = exc.__cause__
-    if getattr(cause, "status_code", None) not in (400, 500):
-        return False
-    info = getattr(cause, "info", None)
-    text = (str(info) if info is not None else str(cause)).lower()
-    return "cannot execute" in text and "script" in text
-
-
-def missing_index(exc: ClusterError, index: str) -> bool:
-    """True when the cluster refused a search because ``index`` does not exist (404 index_not_found)."""
-    cause = exc.__cause__
-    if getattr(cause, "status_code", None) != 404:
-        return False
-    info = getattr(cause, "info", None)
-    text = str(info) if info is not None else str(cause)
-    return "index_not_found" in text and f"[{index}]" in text

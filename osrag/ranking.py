@@ -9,134 +9,149 @@ around it: retrieval, the question's embedding, the cross-encoder.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from osrag.budget import Candidate, Selection, SelectionConfig, select
-from osrag.envelope import Envelope, Freshness, LeftOutItem, Passage, RerankInfo, StageScores, location_fields
+from osrag.budget import Selection, SelectionConfig, select
+from osrag.candidates import Candidate
+from osrag.envelope import Envelope, Freshness, LeftOutItem, RerankInfo, StageScores, passage_of
 from osrag.errors import InputError
 from osrag.gate import POLICIES, Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
 from osrag.names import age_seconds
-from osrag.query import Hit
-from osrag.settings import Settings
+from osrag.records import IndexMeta
+
+if TYPE_CHECKING:
+    from osrag.settings import Settings
 
 
-def passage(src: Mapping[str, Any], rank: int, **extra: Any) -> Passage:
-    """The one mapping of a chunk's ``_source`` to a ``Passage`` (``extra`` overrides or adds)."""
-    fields: dict[str, Any] = {
-        "chunk_id": src.get("chunk_id", ""),
-        "doc_id": src.get("doc_id", ""),
-        "title": src.get("title", ""),
-        "heading_path": list(src.get("heading_path") or []),
-        "source": src.get("source", ""),
-        "section_id": src.get("section_id"),
-        "parent_section_id": src.get("parent_section_id"),
-        "kind": src.get("kind", "text"),
-        "text": src.get("text", ""),
-        "tokens": int(src.get("token_count", 0)),
-        "rank": rank,
-        "start": src.get("start"),
-        "end": src.get("end"),
-        **location_fields(src),
-    }
-    fields.update(extra)
-    return Passage(**fields)
-
-
-def freshness(alias: str, index: str, meta: Mapping[str, Any]) -> Freshness:
+def freshness(alias: str, index: str, meta: IndexMeta) -> Freshness:
     """What the answer was read from, and how long ago that index was last written."""
-    last = meta.get("last_ingest_at")
     return Freshness(
         alias=alias,
         index=index,
-        embedding_model=meta.get("embedding_model"),
-        dimension=meta.get("dimension"),
-        last_ingest_at=last,
-        age_seconds=age_seconds(last),
+        embedding_model=meta.embedding_model,
+        dimension=meta.dimension,
+        last_ingest_at=meta.last_ingest_at,
+        age_seconds=age_seconds(meta.last_ingest_at),
     )
+
+
+@dataclass(frozen=True)
+class SelectionPolicy:
+    """How candidates become an answer: the gate's thresholds, the selection policy, the budget
+    walk's knobs. Built once from the settings (``from_settings``); a call's own policy name or
+    walk knobs replace those (``with_overrides``)."""
+
+    #: ``recall`` or ``minimal`` (see ``gate.relevant_ids``); the envelope names it.
+    name: str = "recall"
+    #: Reorder by evidence under ``recall`` too (``minimal`` always does, without a cross-encoder).
+    evidence_order: bool = False
+    #: The fusion the envelope reports.
+    fusion: str = ""
+    min_coverage: float = 0.0
+    keep_coverage: float = 0.0
+    relative_coverage: float = 0.0
+    relative_cosine: float = 0.0
+    #: (min, keep) cosine thresholds; None: the model family's own (``gate.cosine_defaults``),
+    #: else ``default_cosines``.
+    min_cosine: float | None = None
+    keep_cosine: float | None = None
+    default_cosines: tuple[float, float] = (0.0, 0.0)
+    walk: SelectionConfig = field(default_factory=SelectionConfig)
+
+    def __post_init__(self) -> None:
+        if self.name not in POLICIES:
+            raise InputError(f"unknown selection policy {self.name!r}; known: {', '.join(POLICIES)}")
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> SelectionPolicy:
+        """The policy the settings describe (a cosine threshold set explicitly beats the family's)."""
+        given = s.model_fields_set
+        return cls(
+            name=s.selection,
+            evidence_order=s.evidence_order,
+            fusion=str(s.fusion),
+            min_coverage=s.gate_min_coverage,
+            keep_coverage=s.gate_keep_coverage,
+            relative_coverage=s.gate_relative_coverage,
+            relative_cosine=s.gate_relative_cosine,
+            min_cosine=s.gate_min_cosine if "gate_min_cosine" in given else None,
+            keep_cosine=s.gate_keep_cosine if "gate_keep_cosine" in given else None,
+            default_cosines=(s.gate_min_cosine, s.gate_keep_cosine),
+            walk=SelectionConfig(dup_cosine=s.dedup_cosine, dup_overlap=s.dedup_overlap),
+        )
+
+    def with_overrides(self, name: str | None = None, walk: SelectionConfig | None = None) -> SelectionPolicy:
+        """This policy with a call's own policy name and walk knobs (None: keep this one's)."""
+        if name is None and walk is None:
+            return self
+        return replace(self, name=self.name if name is None else name, walk=walk or self.walk)
+
+    def gate(self, model: str | None) -> Gate:
+        """The relevance gate's thresholds for an index pinned to ``model``: cosines are on the
+        model's own scale, so its family's thresholds apply unless set explicitly."""
+        family = cosine_defaults(model) or self.default_cosines
+        return Gate(
+            min_coverage=self.min_coverage,
+            min_cosine=family[0] if self.min_cosine is None else self.min_cosine,
+            keep_coverage=self.keep_coverage,
+            keep_cosine=family[1] if self.keep_cosine is None else self.keep_cosine,
+            relative_coverage=self.relative_coverage,
+            relative_cosine=self.relative_cosine,
+            policy=self.name,
+        )
 
 
 def rank_and_select(
     question: str,
-    hits: Sequence[Hit],
-    *,
+    candidates: Sequence[Candidate],
     budget: int,
-    settings: Settings,
+    policy: SelectionPolicy,
+    *,
     fresh: Freshness,
     count_tokens: Callable[[str], int],
     use_stored_counts: bool = True,
     rerank: RerankInfo | None = None,
-    selection: SelectionConfig | None = None,
-    policy: str | None = None,
+    required_codes: Sequence[str] | None = None,
     filters: Mapping[str, Any] | None = None,
     notes: Sequence[str] = (),
-    timings: Mapping[str, float] | None = None,
-    required_codes: Sequence[str] | None = None,
 ) -> Envelope:
     """The minimal material sufficient to answer ``question`` within ``budget``, or say so.
 
-    ``hits`` are in the final order when ``rerank.used``; otherwise in fused order, and
+    ``candidates`` are in the final order when ``rerank.used``; otherwise in fused order, and
     reordered by evidence here under the ``minimal`` policy (best evidence first, then the
-    relative cut) or, under ``recall``, only with ``settings.evidence_order``. Each hit must already
+    relative cut) or, under ``recall``, only with ``policy.evidence_order``. Each must already
     carry the gate's coverage/cosine/identifier scores (``gate.annotate``). A chunk's cost is
     the count the index stored in its model's own tokenizer (``use_stored_counts``), else
     ``count_tokens`` of its text (a caller's own tokenizer, or a chunk without a count).
-    ``policy`` (default ``settings.selection``) is how the gate keeps candidates: ``recall``
-    or ``minimal`` (see ``gate.relevant_ids``); the envelope names it.
+    ``required_codes``: the codes an answer must hold (``codes.required_codes``); None when the
+    index was not asked, then every Latin code of the question is.
     """
-    policy = settings.selection if policy is None else policy
-    gate = gate_of(settings, policy, fresh.embedding_model)
+    gate = policy.gate(fresh.embedding_model)
     info = rerank or RerankInfo()
-    ordered = list(hits)
-    if not info.used and (policy == "minimal" or settings.evidence_order):
+    ordered = list(candidates)
+    if not info.used and (policy.name == "minimal" or policy.evidence_order):
         ordered = evidence_order(ordered)
-
-    def cost(src: Mapping[str, Any]) -> int:
-        stored = src.get("token_count")
-        if use_stored_counts and isinstance(stored, int):
-            return stored
-        return int(count_tokens(src.get("text", "")))
-
-    # The codes an answer must hold: those the index vouches for (gate.required_codes), or, when
-    # the index was not asked, every Latin code of the question.
     codes = list(required_codes) if required_codes is not None else latin_codes(question)
     keep = relevant_ids(ordered, gate, codes)
     # The question names a code and no candidate holds it: say so (gate.relevant_ids' first rule).
-    missing = codes if not any(h.ident_match for h in ordered) else []
-    cands = [
-        Candidate(
-            chunk_id=h.chunk_id,
-            doc_id=h.source.get("doc_id", ""),
-            text=h.source.get("text", ""),
-            tokens=cost(h.source),
-            # Rank-derived so that selection walks the final order.
-            score=float(len(ordered) - pos),
-            kind=h.source.get("kind", "text"),
-            embedding=_vector(h.source.get("embedding")),
-            section_id=h.source.get("section_id"),
-        )
-        for pos, h in enumerate(ordered)
-    ]
-    gated = [c for c in cands if c.chunk_id in keep]
-    cfg = selection or SelectionConfig(dup_cosine=settings.dedup_cosine, dup_overlap=settings.dedup_overlap)
-    sel = select(gated, budget, cfg)
+    missing = codes if not any(c.ident_match for c in ordered) else []
+    n = len(ordered)
+    for pos, c in enumerate(ordered):
+        stored = c.source.token_count
+        c.tokens = stored if use_stored_counts and stored is not None else int(count_tokens(c.text))
+        c.score = float(n - pos)  # rank-derived, so that selection walks the final order
+    gated = [c for c in ordered if c.chunk_id in keep]
+    sel = select(gated, budget, policy.walk)
     status, message = _status(sel, budget, bool(ordered), missing)
-    by_id = {h.chunk_id: h for h in ordered}
     passages = [
-        passage(
-            by_id[c.chunk_id].source,
+        passage_of(
+            c.source,
             rank,
-            chunk_id=c.chunk_id,
-            doc_id=c.doc_id,
-            kind=c.kind,
-            text=c.text,
             tokens=c.tokens,
-            scores=StageScores(
-                fused=by_id[c.chunk_id].fused,
-                rerank=by_id[c.chunk_id].rerank,
-                relevance=round(by_id[c.chunk_id].relevance, 4),
-            ),
+            scores=StageScores(fused=c.fused, rerank=c.rerank, relevance=round(c.relevance, 4)),
             via_reserved_slot=(sel.reserved_used == c.chunk_id),
-            rerank_truncated=by_id[c.chunk_id].truncated,
+            rerank_truncated=c.truncated,
         )
         for rank, c in enumerate(sel.selected, start=1)
     ]
@@ -150,45 +165,15 @@ def rank_and_select(
         left_out=_left_out(sel),
         left_out_for_budget=len(sel.left_out_budget),
         duplicates_dropped=len(sel.duplicates),
-        below_threshold=len(cands) - len(gated),
-        candidates=len(ordered),
+        below_threshold=len(ordered) - len(gated),
+        candidates=n,
         reserved_slot_used=sel.reserved_used,
-        fusion=settings.fusion,
-        selection=policy,
+        fusion=policy.fusion,
+        selection=policy.name,
         rerank=info,
         filters=dict(filters or {}),
         freshness=fresh,
-        timings_ms={k: round(v, 2) for k, v in (timings or {}).items()},
         notes=list(notes),
-    )
-
-
-def _vector(value: Any) -> Any:
-    """A candidate's stored vector as selection takes it: a float32 array from the query path (kept
-    as it is), a list from ``_source`` (made a tuple by ``Candidate``); None when absent or empty."""
-    if value is None or not len(value):
-        return None
-    return value
-
-
-def gate_of(settings: Settings, policy: str, model: str | None = None) -> Gate:
-    """The relevance gate's thresholds from the settings, for one selection policy.
-
-    Cosines are on the embedding model's own scale: unless set explicitly, the ``model``'s
-    family's own thresholds apply (``gate.cosine_defaults``: e5's), else the settings' defaults.
-    """
-    if policy not in POLICIES:
-        raise InputError(f"unknown selection policy {policy!r}; known: {', '.join(POLICIES)}")
-    family = cosine_defaults(model)
-    given = settings.model_fields_set
-    return Gate(
-        min_coverage=settings.gate_min_coverage,
-        min_cosine=family[0] if family and "gate_min_cosine" not in given else settings.gate_min_cosine,
-        keep_coverage=settings.gate_keep_coverage,
-        keep_cosine=family[1] if family and "gate_keep_cosine" not in given else settings.gate_keep_cosine,
-        relative_coverage=settings.gate_relative_coverage,
-        relative_cosine=settings.gate_relative_cosine,
-        policy=policy,
     )
 
 

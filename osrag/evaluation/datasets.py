@@ -29,6 +29,7 @@ from osrag.chunking import Document, parse_sections
 from osrag.documents import find_files, read_document
 from osrag.errors import ConfigError
 from osrag.indexing import Ingester, IngestReport
+from osrag.records import ChunkSource
 
 # Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
 BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")
@@ -63,7 +64,7 @@ class EvalSet:
     tolerates_failed_files: bool = False
     ingest_failed: dict[str, list[str]] = field(default_factory=dict)  # index variant -> "path: reason"
 
-    def key(self, q: Query, src: Mapping[str, Any]) -> str:
+    def key(self, q: Query, src: ChunkSource) -> str:
         """The relevance key of a retrieved chunk (a relevant key, or a neutral id)."""
         raise NotImplementedError
 
@@ -116,9 +117,9 @@ def section_key(doc_id: str, section: str | None) -> str:
     return f"{doc_id}#{section or '*'}"
 
 
-def judge(src: Mapping[str, Any], spans: Mapping[str, tuple[str, int, int]]) -> str | None:
+def judge(src: ChunkSource, spans: Mapping[str, tuple[str, int, int]]) -> str | None:
     """The relevant section key a chunk (``doc_id``, ``start``, ``end``) overlaps, if any."""
-    d, a, b = src.get("doc_id"), src.get("start"), src.get("end")
+    d, a, b = src.doc_id, src.start, src.end
     if a is None or b is None:
         return None
     for key, (doc, s, e) in spans.items():
@@ -132,8 +133,8 @@ class GoldenSet(EvalSet):
     corpus: Path = Path(".")
     spans: dict[str, dict[str, tuple[str, int, int]]] = field(default_factory=dict)  # qid -> key -> span
 
-    def key(self, q: Query, src: Mapping[str, Any]) -> str:
-        return judge(src, self.spans.get(q.qid, {})) or f"~{src.get('chunk_id')}"
+    def key(self, q: Query, src: ChunkSource) -> str:
+        return judge(src, self.spans.get(q.qid, {})) or f"~{src.chunk_id}"
 
     def ingest(self, ingester: Ingester) -> IngestReport:
         return ingester.ingest([self.corpus])
@@ -166,8 +167,8 @@ def load_golden(path: Path, corpus: Path | None = None) -> GoldenSet:
 class BeirSet(EvalSet):
     docs: list[Document] = field(default_factory=list)
 
-    def key(self, q: Query, src: Mapping[str, Any]) -> str:
-        return str(src.get("doc_id"))
+    def key(self, q: Query, src: ChunkSource) -> str:
+        return src.doc_id
 
     def ingest(self, ingester: Ingester) -> IngestReport:
         return ingester.ingest_documents(self.docs)
@@ -310,8 +311,8 @@ class TreeSet(EvalSet):
     corpus: Path = Path(".")
     pages: dict[str, str] = field(default_factory=dict)  # the reader's doc_id -> corpus id (file path)
 
-    def key(self, q: Query, src: Mapping[str, Any]) -> str:
-        d = str(src.get("doc_id"))
+    def key(self, q: Query, src: ChunkSource) -> str:
+        d = src.doc_id
         return self.pages.get(d, d)
 
     def ingest(self, ingester: Ingester) -> IngestReport:

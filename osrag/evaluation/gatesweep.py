@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from osrag import gate
+from osrag.candidates import Candidate
 from osrag.evaluation import runs
 from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
-from osrag.query import Hit, parse_filters
+from osrag.query import parse_filters
+from osrag.records import ChunkSource
 from osrag.search import SearchClient
 from osrag.settings import Settings, load_settings
 
@@ -58,7 +60,7 @@ def collect(client: SearchClient, evalset: EvalSet, depth: int, workers: int = 4
         ret = client._run(
             client._retrieve(q.text, "hybrid", depth, parse_filters(q.filters), who, None, True)
         )
-        hits: list[Hit] = ret.hits
+        hits: list[Candidate] = ret.hits
         required: tuple[str, ...] | None = None
         if hits and ret.analysis is not None:
             gate.annotate(q.text.strip(), ret.analysis, ret.vector, hits)
@@ -80,7 +82,7 @@ def refused(q: Question, g: gate.Gate, latin: Sequence[str]) -> bool:
     """Whether the gate says «nothing relevant» for this question (``relevant_ids`` replayed)."""
     hits = []
     for i, e in enumerate(q.hits):
-        h = Hit(chunk_id=str(i), source={}, fused=0.0, rank=i + 1)
+        h = Candidate(ChunkSource(chunk_id=str(i)), fused=0.0, rank=i + 1)
         h.coverage, h.cosine, h.ident_match = e.coverage, e.cosine, e.ident
         hits.append(h)
     codes = list(q.required_codes) if q.required_codes is not None else list(latin)

@@ -18,13 +18,14 @@ from typing import Any, TypeVar
 
 from osrag import templates
 from osrag.admin import Admin
+from osrag.candidates import Candidate
 from osrag.envelope import Envelope
 from osrag.errors import ConfigError
 from osrag.evaluation import metrics
 from osrag.evaluation.datasets import EvalSet, Query
 from osrag.indexing import Ingester
 from osrag.names import PIPELINES
-from osrag.query import Hit
+from osrag.records import ChunkSource
 from osrag.search import SearchClient
 from osrag.settings import Settings
 
@@ -179,7 +180,7 @@ class Ranked:
 
     config: Config
     keys: dict[str, list[str]] = field(default_factory=dict)
-    hits: dict[str, list[Hit]] = field(default_factory=dict)
+    hits: dict[str, list[Candidate]] = field(default_factory=dict)
     latency_ms: list[float] = field(default_factory=list)
 
 
@@ -203,7 +204,7 @@ def rank_all(
 ) -> Ranked:
     d = cfg.depth or depth
 
-    def one(q: Query) -> tuple[list[Hit], float]:
+    def one(q: Query) -> tuple[list[Candidate], float]:
         t0 = time.perf_counter()
         hits = client.retrieve(q.text, mode=cfg.mode, depth=d, filters=q.filters, pipeline=pipeline).hits
         return hits, (time.perf_counter() - t0) * 1000
@@ -241,20 +242,20 @@ class BudgetRun:
         by["answerable" if q.answerable else "no_answer"].append(none)
 
 
-def _stored_tokens(src: Mapping[str, Any]) -> int:
-    t = src.get("token_count")
-    if not isinstance(t, int):
-        raise ConfigError(f"chunk {src.get('chunk_id')!r} has no stored token_count")
+def _stored_tokens(src: ChunkSource) -> int:
+    t = src.token_count
+    if t is None:
+        raise ConfigError(f"chunk {src.chunk_id!r} has no stored token_count")
     return t
 
 
 def budget_run(
     client: SearchClient,
     evalset: EvalSet,
-    topk_hits: Mapping[str, Sequence[Hit]],
+    topk_hits: Mapping[str, Sequence[Candidate]],
     budgets: Sequence[int],
     depth: int,
-    extra_topk: Mapping[str, Mapping[str, Sequence[Hit]]] | None = None,
+    extra_topk: Mapping[str, Mapping[str, Sequence[Candidate]]] | None = None,
     stage_budget: int | None = None,
     workers: int = 1,
 ) -> BudgetRun:
@@ -280,7 +281,7 @@ def budget_run(
                 for k, v in env.timings_ms.items():
                     out.stage_ms.setdefault(k, []).append(v)
             passages = [
-                ({"doc_id": p.doc_id, "start": p.start, "end": p.end, "chunk_id": p.chunk_id}, p.tokens)
+                (ChunkSource(chunk_id=p.chunk_id, doc_id=p.doc_id, start=p.start, end=p.end), p.tokens)
                 for p in env.passages
             ]
             delivered = [(_rel(evalset, q, src), t) for src, t in passages]
@@ -288,6 +289,6 @@ def budget_run(
     return out
 
 
-def _rel(evalset: EvalSet, q: Query, src: Mapping[str, Any]) -> str | None:
+def _rel(evalset: EvalSet, q: Query, src: ChunkSource) -> str | None:
     k = evalset.key(q, src)
     return k if k in q.relevant else None

@@ -16,10 +16,11 @@ from typing import Any
 
 from osrag.access import Principal
 from osrag.admin import Admin
+from osrag.candidates import Candidate
 from osrag.errors import ConfigError
 from osrag.evaluation import lexical, metrics, report, runs
 from osrag.evaluation.datasets import EvalSet, bucket_facets, load_dataset, load_golden
-from osrag.query import Hit
+from osrag.records import ChunkSource
 from osrag.search import SearchClient
 from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
 
@@ -141,7 +142,7 @@ def stdlib_ranked(s: Settings, evalset: EvalSet, depth: int) -> runs.Ranked:
         t0 = time.perf_counter()
         found = bm.search(q.text, depth)
         out.latency_ms.append((time.perf_counter() - t0) * 1000)
-        out.keys[q.qid] = [evalset.key(q, src) for src in found]
+        out.keys[q.qid] = [evalset.key(q, ChunkSource.of(src)) for src in found]
     return out
 
 
@@ -230,7 +231,7 @@ def budget_tables(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Top-k vs selection at every budget: summaries, «nothing found» rates, stage latencies."""
     by_label = {r.config.label: r for r in ranked}
-    topk: dict[str, dict[str, list[Hit]]] = by_label[runs.shipped_label(shipped)].hits
+    topk: dict[str, dict[str, list[Candidate]]] = by_label[runs.shipped_label(shipped)].hits
     fixed = [r for r in ranked if r.config.index == "fixed" and r.config.mode == "hybrid" and r.hits]
     extra = {"top-k, fixed-size chunks": fixed[0].hits} if fixed else {}
     budgets = sorted(set(cfg.budgets))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from osrag.envelope import LOCATION_FIELDS, Envelope, Passage, cite
+from osrag.envelope import Envelope, Passage, cite
+from osrag.records import LOCATION_FIELDS
 
 __all__ = ["ENVELOPE_KEYS", "LLM_KEYS", "passage_metadata", "passage_score", "passages_with_metadata"]
 

@@ -226,8 +226,8 @@ class _Service:
         return Ready(
             status="ready",
             index=ret.index,
-            embedding_model=ret.meta.get("embedding_model") or embedder.model_name,
-            dimension=ret.meta.get("dimension"),
+            embedding_model=ret.meta.embedding_model or embedder.model_name,
+            dimension=ret.meta.dimension,
         )
 
     async def close(self) -> None:

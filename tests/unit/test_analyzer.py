@@ -20,6 +20,7 @@ from osrag.analyzer import (
     shipped_analysis,
     whitespace_tokens,
 )
+from osrag.records import IndexMeta
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
 
@@ -102,20 +103,20 @@ def _answer(calls: list[str]) -> Any:
 def test_the_query_path_analyzes_in_process_only_an_index_made_from_the_shipped_template() -> None:
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None)
     made = Admin(s).desired_components()
-    meta = {
-        "embedding_model": "m",
-        "dimension": 3,
-        "template_version": templates.TEMPLATE_VERSION,
-        "stemmer": "russian",
-        "fingerprint": templates.fingerprint("m", 3, templates.TEMPLATE_VERSION, made),
-    }
+    meta = IndexMeta(
+        embedding_model="m",
+        dimension=3,
+        template_version=templates.TEMPLATE_VERSION,
+        stemmer="russian",
+        fingerprint=templates.fingerprint("m", 3, templates.TEMPLATE_VERSION, made),
+    )
     sc = SearchClient(s, principal=PUBLIC)
     calls: list[str] = []
     terms = run_steps(sc._question_terms("i1", meta, "гарантия на лампу"), _answer(calls))
     assert terms == ["гарант", "ламп"] and calls == []
     # Another fingerprint: the index was made from other files, so its words go to _analyze.
-    terms = run_steps(sc._question_terms("i2", {**meta, "fingerprint": "x"}, "гарантия"), _answer(calls))
+    terms = run_steps(sc._question_terms("i2", meta.updated(fingerprint="x"), "гарантия"), _answer(calls))
     assert calls == ["indices.analyze"] and terms == ["гарантия"]
     # The light stemmer is not reproduced: _analyze too.
-    run_steps(sc._question_terms("i3", {**meta, "stemmer": "light_russian"}, "гарантия"), _answer(calls))
+    run_steps(sc._question_terms("i3", meta.updated(stemmer="light_russian"), "гарантия"), _answer(calls))
     assert calls == ["indices.analyze", "indices.analyze"]

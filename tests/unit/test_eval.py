@@ -11,6 +11,7 @@ import pytest
 from osrag.errors import ConfigError
 from osrag.evaluation import datasets as ds
 from osrag.evaluation import report, runs
+from osrag.records import ChunkSource
 from osrag.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,14 +45,16 @@ def test_bad_golden_line_names_file_and_line(tmp_path: Path) -> None:
 
 def test_golden_chunk_is_judged_by_span_overlap() -> None:
     spans = {"d#A": ("d", 100, 200)}
-    assert ds.judge({"doc_id": "d", "start": 150, "end": 400}, spans) == "d#A"
-    assert ds.judge({"doc_id": "d", "start": 200, "end": 300}, spans) is None  # touching is not overlapping
-    assert ds.judge({"doc_id": "x", "start": 150, "end": 160}, spans) is None
-    assert ds.judge({"doc_id": "d"}, spans) is None
+    assert ds.judge(ChunkSource("d:0", doc_id="d", start=150, end=400), spans) == "d#A"
+    assert (
+        ds.judge(ChunkSource("d:1", doc_id="d", start=200, end=300), spans) is None
+    )  # touching is not overlapping
+    assert ds.judge(ChunkSource("x:0", doc_id="x", start=150, end=160), spans) is None
+    assert ds.judge(ChunkSource("d:2", doc_id="d"), spans) is None
     g = ds.GoldenSet(name="g", queries=[], spans={"q": spans})
     q = ds.Query("q", "?", {"d#A": 1})
-    assert g.key(q, {"doc_id": "d", "start": 120, "end": 130, "chunk_id": "d:1"}) == "d#A"
-    assert g.key(q, {"doc_id": "d", "start": 0, "end": 50, "chunk_id": "d:0"}) == "~d:0"
+    assert g.key(q, ChunkSource.of({"doc_id": "d", "start": 120, "end": 130, "chunk_id": "d:1"})) == "d#A"
+    assert g.key(q, ChunkSource.of({"doc_id": "d", "start": 0, "end": 50, "chunk_id": "d:0"})) == "~d:0"
 
 
 # ------------------------------------------------------------------ BEIR
@@ -95,7 +98,7 @@ def test_beir_loader_reads_docs_queries_qrels_and_buckets(tmp_path: Path) -> Non
     assert by["q2"].buckets == {"overlap_bucket": "low"}  # numbers are not buckets
     assert ds.bucket_facets(s.queries) == {"overlap_bucket": ["low", "high"], "type": ["entity"]}
     # A chunk is judged by the document it came from.
-    assert s.key(by["q2"], {"doc_id": "p2", "chunk_id": "p2:0"}) == "p2"
+    assert s.key(by["q2"], ChunkSource("p2:0", doc_id="p2")) == "p2"
 
 
 def test_beir_loader_refuses_what_it_cannot_judge(tmp_path: Path) -> None:
@@ -311,8 +314,12 @@ def test_a_docs_tree_is_judged_per_file_by_the_readers_doc_ids(tmp_path: Path) -
     assert t.queries[1].buckets == {"title_overlap": "< 0.8"}
     # Two chunks of one file are one key; an unknown doc id stays itself (never relevant).
     src = {"doc_id": "corpus/networks/vpn/vpn", "chunk_id": "corpus/networks/vpn/vpn:3"}
-    assert t.key(q1, src) == "networks/vpn/vpn.md" == t.key(q1, {**src, "chunk_id": "x:1"})
-    assert t.key(q1, {"doc_id": "elsewhere/page"}) == "elsewhere/page"
+    assert (
+        t.key(q1, ChunkSource.of(src))
+        == "networks/vpn/vpn.md"
+        == t.key(q1, ChunkSource.of({**src, "chunk_id": "x:1"}))
+    )
+    assert t.key(q1, ChunkSource("x:2", doc_id="elsewhere/page")) == "elsewhere/page"
 
 
 def test_a_docs_tree_split_reads_its_own_queries_and_refuses_unknown_files(tmp_path: Path) -> None:

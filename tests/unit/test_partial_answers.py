@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC
+from osrag.candidates import shards_missing
 from osrag.errors import ClusterError
-from osrag.query import shards_missing
-from osrag.search import Call, SearchClient, Work, run_steps
+from osrag.search import SearchClient
 from osrag.settings import Settings
+from osrag.steps import Call, Work, run_steps
 
 FAILED = {
     "total": 3,

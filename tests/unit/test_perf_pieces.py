@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from osrag.candidates import Candidate, distinct_hits
 from osrag.names import content_hash
-from osrag.query import Hit, candidates_body, collapsed, distinct_hits
+from osrag.query import candidates_body, collapsed
+from osrag.records import ChunkSource
 
 
 def test_content_hash_ignores_case_spacing_and_punctuation_only() -> None:
@@ -23,9 +25,9 @@ def test_collapsed_adds_collapse_on_content_hash_and_keeps_the_body() -> None:
     assert "collapse" not in body  # the original is not changed
 
 
-def _hit(i: int, text: str, stored: str | None = None) -> Hit:
+def _hit(i: int, text: str, stored: str | None = None) -> Candidate:
     src = {"text": text, **({"content_hash": stored} if stored else {})}
-    return Hit(chunk_id=f"c{i}", source=src, fused=1.0 / (i + 1), rank=i + 1)
+    return Candidate(ChunkSource.of(src, chunk_id=f"c{i}"), fused=1.0 / (i + 1), rank=i + 1)
 
 
 def test_distinct_hits_keeps_the_best_of_each_text_renumbered_and_cut() -> None:

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from osrag import gate
-from osrag.envelope import render_text
+from osrag.candidates import Candidate
+from osrag.envelope import passage_of, render_text
 from osrag.errors import InputError
 from osrag.names import age_seconds
-from osrag.query import Hit
-from osrag.ranking import freshness, passage, rank_and_select
+from osrag.ranking import SelectionPolicy, freshness, rank_and_select
+from osrag.records import ChunkSource, IndexMeta
 from osrag.settings import Settings
 
 # Thresholds pinned here: these tests are about the logic, not the calibrated defaults.
@@ -26,7 +27,8 @@ S = Settings(
     gate_keep_cosine=0.4,
     _env_file=None,
 )
-FRESH = freshness("unit", "unit-0123456789-20260101000000000", {"embedding_model": "m", "dimension": 3})
+FRESH = freshness("unit", "unit-0123456789-20260101000000000", IndexMeta(embedding_model="m", dimension=3))
+POLICY = SelectionPolicy.from_settings(S)
 
 
 def unit(*xs: float) -> list[float]:
@@ -48,7 +50,7 @@ def hit(
     rank: int,
     terms: frozenset[str] = frozenset(),
     **src: Any,
-) -> Hit:
+) -> Candidate:
     TEXT_TERMS[cid] = terms
     source = {
         "chunk_id": cid,
@@ -62,14 +64,27 @@ def hit(
         "section_id": f"{cid}-s",
         **src,
     }
-    return Hit(chunk_id=cid, source=source, fused=1.0 / (60 + rank), rank=rank)
+    return Candidate(ChunkSource.of(source), fused=1.0 / (60 + rank), rank=rank)
 
 
-def run(question: str, hits: list[Hit], budget: int, qvec: list[float] | None = None, **kw: Any) -> Any:
+def run(
+    question: str,
+    hits: list[Candidate],
+    budget: int,
+    qvec: list[float] | None = None,
+    policy: str | None = None,
+    **kw: Any,
+) -> Any:
     analysis = gate.Analysis(QUESTION_TERMS, tuple(TEXT_TERMS[h.chunk_id] for h in hits))
     gate.annotate(question, analysis, qvec, hits)
     return rank_and_select(
-        question, hits, budget=budget, settings=S, fresh=FRESH, count_tokens=lambda t: len(t.split()), **kw
+        question,
+        hits,
+        budget,
+        POLICY.with_overrides(policy),
+        fresh=FRESH,
+        count_tokens=lambda t: len(t.split()),
+        **kw,
     )
 
 
@@ -95,8 +110,8 @@ ON = [
 OFF = hit("z#1", "Рецепт яблочного пирога с корицей.", 30, unit(0, 0, 1), 3, frozenset({"рецепт", "пирог"}))
 
 
-def fresh_hits() -> list[Hit]:
-    return [Hit(h.chunk_id, dict(h.source), h.fused, h.rank) for h in [*ON, OFF]]
+def fresh_hits() -> list[Candidate]:
+    return [Candidate(h.source, h.fused, h.rank) for h in [*ON, OFF]]
 
 
 def test_everything_relevant_fits_is_complete_and_off_topic_is_below_threshold() -> None:
@@ -142,7 +157,7 @@ def test_off_topic_only_and_no_candidates_are_nothing_relevant() -> None:
 
 def test_a_near_copy_is_dropped_as_a_duplicate_of_the_better_ranked_one() -> None:
     hits = fresh_hits()[:2]
-    copy = hit("c#1", ON[0].source["text"], 40, unit(1, 0, 0), 3, frozenset(QUESTION_TERMS))
+    copy = hit("c#1", ON[0].text, 40, unit(1, 0, 0), 3, frozenset(QUESTION_TERMS))
     env = run(QUESTION, [*hits, copy], budget=1000)
     assert [p.chunk_id for p in env.passages] == ["a#1", "b#1"]
     assert env.duplicates_dropped == 1
@@ -164,7 +179,10 @@ def test_stored_counts_or_the_callers_tokenizer() -> None:
 
 
 def test_the_passage_mapping_and_freshness() -> None:
-    p = passage({"chunk_id": "d#2", "doc_id": "d", "text": "t", "token_count": 7, "start": 3, "end": 9}, 4)
+    src = ChunkSource.of(
+        {"chunk_id": "d#2", "doc_id": "d", "text": "t", "token_count": 7, "start": 3, "end": 9}
+    )
+    p = passage_of(src, 4)
     assert (p.chunk_id, p.doc_id, p.tokens, p.rank, p.start, p.end, p.kind) == (
         "d#2",
         "d",

@@ -334,7 +334,8 @@ def test_the_envelope_says_how_many_were_reranked_within_the_budget(
     tiny_model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from osrag import rerank
-    from osrag.query import Hit
+    from osrag.candidates import Candidate
+    from osrag.records import ChunkSource
     from osrag.search import SearchClient
     from osrag.settings import Settings
 
@@ -343,7 +344,8 @@ def test_the_envelope_says_how_many_were_reranked_within_the_budget(
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, rerank_budget_ms=25)
     sc = SearchClient(s, reranker=_timed_reranker(tiny_model, clock, 0.010))
     hits = [
-        Hit(chunk_id=f"c{i}", source={"text": t}, fused=1.0 - i / 10, rank=i + 1) for i, t in enumerate(SIX)
+        Candidate(ChunkSource(chunk_id=f"c{i}", text=t), fused=1.0 - i / 10, rank=i + 1)
+        for i, t in enumerate(SIX)
     ]
     notes: list[str] = []
     ordered, info = sc._rerank(QUESTION, hits, True, notes, {})
@@ -357,7 +359,7 @@ def test_the_envelope_says_how_many_were_reranked_within_the_budget(
     )
     _, info = plain._rerank(
         QUESTION,
-        [Hit(chunk_id=h.chunk_id, source=h.source, fused=h.fused, rank=h.rank) for h in hits],
+        [Candidate(h.source, h.fused, h.rank) for h in hits],
         True,
         [],
         {},

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal, access_clauses
+from osrag.candidates import Candidate
 from osrag.errors import InputError
 from osrag.gate import is_relevant
 from osrag.names import visibility_filter
@@ -20,7 +21,6 @@ from osrag.query import (
     FILTER_KEYS,
     MAX_LEXICAL_TOKENS,
     MAX_QUESTION_CHARS,
-    Hit,
     _lexical_cost,
     bm25_head,
     filter_clauses,
@@ -31,6 +31,7 @@ from osrag.query import (
     parse_filters,
     validate_question,
 )
+from osrag.records import ChunkSource
 from osrag.search import SearchClient
 from osrag.settings import Settings
 
@@ -336,8 +337,8 @@ def test_gate_passes_on_coverage_cosine_or_exact_code() -> None:
     s = Settings(url="http://127.0.0.1:9", _env_file=None)
     cov, cos = s.gate_min_coverage, s.gate_min_cosine
 
-    def hit(**kw: Any) -> Hit:
-        return Hit(chunk_id="c", source={}, fused=0.01, rank=1, **kw)
+    def hit(**kw: Any) -> Candidate:
+        return Candidate(ChunkSource(chunk_id="c"), fused=0.01, rank=1, **kw)
 
     assert is_relevant(hit(coverage=cov), cov, cos)
     assert is_relevant(hit(cosine=cos), cov, cos)

@@ -17,17 +17,12 @@ import pytest
 from opensearchpy.exceptions import RequestError
 
 from osrag.access import PUBLIC
+from osrag.candidates import VECTOR_FIELD, decode_vector, hits_of, scripts_refused
 from osrag.errors import ClusterError
-from osrag.query import (
-    VECTOR_FIELD,
-    candidates_body,
-    decode_vector,
-    hits_of,
-    scripts_refused,
-    vectors_in_source,
-)
-from osrag.search import Call, SearchClient, Work, run_steps
+from osrag.query import candidates_body, vectors_in_source
+from osrag.search import SearchClient
 from osrag.settings import Settings
+from osrag.steps import Call, Work, run_steps
 
 
 def test_the_default_body_asks_for_vectors_by_script_field_and_not_in_source() -> None:
@@ -65,12 +60,15 @@ def test_hits_of_puts_the_script_fields_vector_where_source_vectors_go() -> None
     }
     a, listed, b, c = hits_of(resp)
     # The float32 values exactly (not the decimal 0.1 the float32 approximates), as an array.
-    assert a.source["embedding"].dtype == np.float32
-    assert a.source["embedding"].tolist() == [float(np.float32(0.1)), float(np.float32(0.2))]
-    assert a.source["embedding"].tolist() != [0.1, 0.2]
-    assert listed.source["embedding"].tolist() == [0.5, 0.25]  # numbers, as the script sent them before
-    assert "embedding" not in b.source  # a chunk without a vector stays without one
-    assert c.source["embedding"] == [0.3, 0.4]
+    assert a.source.embedding.dtype == np.float32
+    assert a.source.embedding.tolist() == [float(np.float32(0.1)), float(np.float32(0.2))]
+    assert a.source.embedding.tolist() != [0.1, 0.2]
+    assert listed.source.embedding.tolist() == [0.5, 0.25]  # numbers, as the script sent them before
+    assert b.source.embedding is None and b.embedding is None  # a chunk without a vector stays without one
+    assert c.source.embedding.tolist() == [
+        float(np.float32(0.3)),
+        float(np.float32(0.4)),
+    ]  # from _source, as float32 too
 
 
 def _b64(xs: list[float]) -> str:
@@ -127,7 +125,9 @@ def test_a_cluster_without_inline_scripts_gets_source_vectors_from_then_on() -> 
         return {"hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": src}]}}
 
     got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
-    assert [h.source["embedding"] for h in got.hits] == [[0.1, 0.2]]
+    assert [h.source.embedding.tolist() for h in got.hits] == [
+        [float(np.float32(0.1)), float(np.float32(0.2))]
+    ]
     assert "inline scripts" in got.notes[0]
     assert ["script_fields" in b for b in bodies] == [True, False]
     run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
