@@ -30,6 +30,7 @@ from typing import Any
 from osrag.access import PUBLIC, Principal
 from osrag.errors import ConfigError, InputError
 from osrag.settings import Settings
+from osrag.vocabulary import JWT_ALGORITHMS, JwtAlgorithm
 
 __all__ = [
     "GATEWAY_SECRET_HEADER",
@@ -48,7 +49,7 @@ GATEWAY_SECRET_HEADER = "x-osrag-gateway-secret"
 #: A longer Authorization header is refused before any parsing.
 MAX_TOKEN_CHARS = 16_384
 #: HMAC keys shorter than the hash are refused at start (RFC 7518 3.2).
-_HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
+_HMAC_MIN_BYTES: dict[JwtAlgorithm, int] = {"HS256": 32, "HS384": 48, "HS512": 64}
 
 
 class Unauthenticated(InputError):
@@ -88,7 +89,7 @@ class JwtVerifier:
     """Verifies a bearer token and maps its claims to a principal."""
 
     key: Any  # prepared by the algorithm (bytes for HMAC, a public key object otherwise)
-    algorithm: str
+    algorithm: JwtAlgorithm
     groups_claim: str = "groups"
     tenant_claim: str = "tenant"
     audience: str | None = None
@@ -97,10 +98,12 @@ class JwtVerifier:
     require_tenant: bool = False
 
     @classmethod
-    def from_key(cls, raw: str | bytes, algorithm: str, **kw: Any) -> JwtVerifier:
+    def from_key(cls, raw: str | bytes, algorithm: JwtAlgorithm, **kw: Any) -> JwtVerifier:
         """Checks and prepares ``raw`` once, at start: a bad or weak key stops the server there."""
         import jwt
 
+        if algorithm not in JWT_ALGORITHMS:  # the settings allow no other; a caller in code might
+            raise ConfigError(f"JWT algorithm {algorithm} is not one of {', '.join(JWT_ALGORITHMS)}")
         try:
             alg = jwt.get_algorithm_by_name(algorithm)
         except NotImplementedError as exc:
