@@ -13,7 +13,11 @@ tables), never by hand. The package, bottom floor first (each module imports onl
 - ``model``: ``Document``, ``Section``, ``Chunk``, ``ChunkingConfig``, the token counter;
 - ``parser``: the markdown-it-py parser (block tokens with source lines, fences lenient about
   backticks in the info string);
-- ``dialects``: the reader, a docs team's dialect (directives, includes, variables) -> readable Markdown;
+- ``directive``, ``tags``, ``scanner``, ``asciidoc``, ``render``: the reader's parts (what a directive is;
+  HTML/JSX/BBCode tags, YFM and Hugo; the line scanner with the brace dialect; AsciiDoc tables; the
+  renderer with its labels and includes);
+- ``dialects``: the reader, a docs team's dialect (directives, includes, variables) -> readable Markdown
+  (the markdown-it token walk that tells code from prose, then the renderer line by line);
 - ``markdown``: blocks, list items and sections (with anchors) from the tokens, ``markdown_title``;
 - ``splitting``: the sentence -> line -> word fallback for long prose;
 - ``frame``: the rendering context (breadcrumb, footnotes, budget) and ``Piece``;
@@ -24,7 +28,8 @@ tables), never by hand. The package, bottom floor first (each module imports onl
 """
 
 from osrag.chunking.chunkers import STRATEGIES, chunk_document, chunk_markdown, chunk_text
-from osrag.chunking.dialects import IncludeLoader, Reading, read_markdown
+from osrag.chunking.dialects import Reading, read_markdown
+from osrag.chunking.directive import IncludeLoader
 from osrag.chunking.fixed import chunk_fixed
 from osrag.chunking.markdown import markdown_title, parse_sections
 from osrag.chunking.model import Chunk, ChunkingConfig, Document, Section, TokenCounter, simple_token_count

@@ -7,18 +7,5 @@ local multi-node cluster. See ``plan`` for the layout and port plan.
 from osrag.devnode.base import ClusterStatus, NodeStatus
 from osrag.devnode.cluster import DevCluster
 from osrag.devnode.launcher import DevNode
-from osrag.devnode.plan import REQUIRED_PLUGINS, Artifact, artifacts
-from osrag.devnode.process import NODE_USER, _java_major, _last_error_line
 
-__all__ = [
-    "NODE_USER",
-    "REQUIRED_PLUGINS",
-    "Artifact",
-    "ClusterStatus",
-    "DevCluster",
-    "DevNode",
-    "NodeStatus",
-    "_java_major",
-    "_last_error_line",
-    "artifacts",
-]
+__all__ = ["ClusterStatus", "DevCluster", "DevNode", "NodeStatus"]

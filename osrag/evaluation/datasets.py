@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from osrag.chunking import Document, parse_sections
-from osrag.documents import find_files, read_document
+from osrag.documents import read_document
 from osrag.errors import ConfigError
 from osrag.indexing import Ingester, IngestReport
 from osrag.records import ChunkSource
+from osrag.walking import collection_of, find_files
 
 # Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
 BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")
@@ -322,8 +323,6 @@ class TreeSet(EvalSet):
 def _tree_pages(corpus: Path) -> dict[str, str]:
     """doc_id -> corpus id for every file the reader would take, by the reader's own naming rule
     (``{collection}/{path without suffix}``, the collection being the root folder's name)."""
-    from osrag.documents import collection_of
-
     coll = collection_of(corpus)
     out: dict[str, str] = {}
     for path, root in find_files([corpus]):

@@ -306,7 +306,7 @@ def _documents(evalset: EvalSet) -> int:
     if docs is not None:
         return len(docs)
     spans = getattr(evalset, "corpus", None)
-    from osrag.documents import find_files
+    from osrag.walking import find_files
 
     return sum(1 for _ in find_files([spans])) if spans else 0
 

@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from osrag.devnode import REQUIRED_PLUGINS, DevCluster, DevNode, _java_major, _last_error_line, artifacts
+from osrag.devnode import DevCluster, DevNode
 from osrag.devnode.plan import (
     CLUSTER_NAME,
+    REQUIRED_PLUGINS,
+    artifacts,
     choose_jdk,
     missing_modules,
     opensearch_yml,
@@ -17,6 +19,7 @@ from osrag.devnode.plan import (
     plan_single,
     security_settings,
 )
+from osrag.devnode.process import _java_major, _last_error_line
 from osrag.devnode.security import (
     bcrypt_hash,
     generate_certs,

@@ -13,16 +13,15 @@ import pytest
 from osrag.chunking import ChunkingConfig, chunk_document, simple_token_count
 from osrag.documents import (
     DEFAULT_MAX_FILE_BYTES,
-    MAX_HEADING_CHARS,
     ReadOptions,
     ReadReport,
-    first_heading,
     guard_chunks,
     read_document,
     read_tree,
 )
 from osrag.errors import DocumentError, DocumentSkipped
 from osrag.settings import Settings
+from osrag.titles import MAX_HEADING_CHARS, first_heading
 
 TEXT = "# Заголовок\n\nНемного текста о доставке.\n"
 

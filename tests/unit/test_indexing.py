@@ -8,11 +8,12 @@ import pytest
 
 from osrag.chunking import Chunk, Document
 from osrag.convert import SUFFIXES
-from osrag.documents import find_files, read_document
+from osrag.documents import read_document
 from osrag.errors import DocumentError
 from osrag.frontmatter import parse_front_matter
 from osrag.names import content_hash, state_index, visibility_filter
 from osrag.versions import chunk_source
+from osrag.walking import find_files
 
 LIMIT = 1_000_000
 
