@@ -50,7 +50,8 @@ import corpus  # noqa: E402
 import corpus_queries  # noqa: E402
 
 from osrag.model_loading import quiet_transformers  # noqa: E402
-from osrag.rerank import Reranker, load_cross_encoder, load_reranker_model  # noqa: E402
+from osrag.rerank import Reranker  # noqa: E402
+from osrag.rerank_models import load_cross_encoder, load_reranker_model  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "rerank.md"
 SEED = 20261201

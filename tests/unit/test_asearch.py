@@ -15,8 +15,8 @@ import pytest
 
 from osrag import PUBLIC, AsyncSearchClient, SearchClient
 from osrag.errors import ClusterError, ClusterUnavailable
-from osrag.search import Call, Steps, Work, run_steps
 from osrag.settings import Settings
+from osrag.steps import Call, Steps, Work, run_steps
 
 
 def path_under_test(log: list[str]) -> Steps[tuple[Any, int]]:

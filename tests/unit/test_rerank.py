@@ -16,11 +16,10 @@ from osrag.rerank import (
     RerankUnavailable,
     depth_cut,
     length_batches,
-    load_cross_encoder,
-    load_reranker_model,
     pair_budget,
     rerank_order,
 )
+from osrag.rerank_models import load_cross_encoder, load_reranker_model
 
 MAX_LENGTH = 32
 _LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"
