@@ -18,9 +18,14 @@ import click
 from osrag import __version__
 from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, read, serve
 from osrag.errors import InvalidSetting, OsragError
+from osrag.vocabulary import describe_fusion
 
 
-@click.group()
+@click.group(
+    # Built from the shipped defaults (osrag.vocabulary), so it cannot name a fusion that does not ship.
+    help=f"osrag: hybrid retrieval (BM25 + kNN, fused by {describe_fusion()} unless OSRAG_FUSION and "
+    "OSRAG_FUSION_WEIGHTS say otherwise) for Russian RAG on OpenSearch."
+)
 @click.version_option(__version__, prog_name="osrag")
 @click.option("-v", "--verbose", count=True, help="Log to stderr: -v INFO (a record per search), -vv DEBUG.")
 @click.option(
@@ -32,7 +37,7 @@ from osrag.errors import InvalidSetting, OsragError
 )
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, log_format: str) -> None:
-    """osrag: hybrid (BM25 + kNN, RRF) retrieval for Russian RAG on OpenSearch."""
+    """The root group: logging, and a Serverless refusal before a command that cannot run there."""
     from osrag.capabilities import SERVERLESS_LACKS, refuse_on_serverless
     from osrag.observability import configure_cli_logging
     from osrag.settings import load_settings

@@ -13,6 +13,7 @@ import click
 
 from osrag.cli.common import echo_json
 from osrag.settings import MAX_BUDGET_TOKENS, load_settings
+from osrag.vocabulary import DEFAULT_POLICY, describe_fusion
 
 
 @click.command()
@@ -96,7 +97,12 @@ def _principal(groups: tuple[str, ...], tenant: str | None, public_only: bool, a
     return got
 
 
-@click.command()
+@click.command(
+    help="Answer QUESTION with what fits the token budget, from what the caller may see: give "
+    "--group/--tenant, --public-only or --all-access. Candidates come from the hybrid query "
+    f"(fused by {describe_fusion()} by default, OSRAG_FUSION); the selection policy is OSRAG_SELECTION "
+    f"({DEFAULT_POLICY} by default)."
+)
 @click.argument("question")
 @click.option(
     "--budget",
@@ -125,8 +131,7 @@ def search(
     all_access: bool,
     as_json: bool,
 ) -> None:
-    """Answer QUESTION with the minimal material that fits the token budget, from what the caller
-    may see: give --group/--tenant, --public-only or --all-access."""
+    """The ``search`` command: one envelope, as text or JSON."""
     from osrag.envelope import render_text
     from osrag.search import SearchClient
 

@@ -13,13 +13,18 @@ from typing import Any
 
 import click
 
+from osrag.cli.common import default_of
 from osrag.errors import ConfigError
 from osrag.settings import load_settings
 
 
 @click.command()
-@click.option("--host", default=None, help="Interface to bind (default OSRAG_SERVE_HOST, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default OSRAG_SERVE_PORT, 8080).")
+@click.option(
+    "--host", default=None, help=f"Interface to bind (default OSRAG_SERVE_HOST, {default_of('serve_host')})."
+)
+@click.option(
+    "--port", type=int, default=None, help=f"Port (default OSRAG_SERVE_PORT, {default_of('serve_port')})."
+)
 @click.option(
     "--jwt-key-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -30,7 +35,8 @@ from osrag.settings import load_settings
     "--trust-gateway-headers",
     is_flag=True,
     default=None,
-    help="Take the caller's groups and tenant from a trusted gateway's headers (X-Osrag-Groups, X-Osrag-Tenant).",
+    help="Take the caller's groups and tenant from a trusted gateway's headers "
+    f"({default_of('serve_gateway_groups_header')}, {default_of('serve_gateway_tenant_header')}).",
 )
 @click.option(
     "--public-only", is_flag=True, default=None, help="Serve public chunks only, to anyone; no credentials."

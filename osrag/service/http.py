@@ -49,6 +49,7 @@ from osrag.errors import (
 from osrag.query import FILTER_KEYS, MAX_QUESTION_CHARS
 from osrag.service.auth import Auth, Forbidden, Unauthenticated
 from osrag.settings import Settings
+from osrag.vocabulary import DEFAULT_POLICY, Policy
 
 __all__ = ["SearchRequest", "SectionResponse", "create_app"]
 
@@ -78,7 +79,9 @@ class SearchRequest(BaseModel):
         default=None, ge=1, description="Candidates fused (default OSRAG_CANDIDATE_DEPTH)."
     )
     rerank: bool | None = Field(default=None, description="Use the cross-encoder (default OSRAG_RERANK).")
-    selection: Literal["recall", "minimal"] | None = Field(default=None, description="Selection policy.")
+    selection: Policy | None = Field(
+        default=None, description=f"Selection policy (default OSRAG_SELECTION, {DEFAULT_POLICY})."
+    )
 
 
 class SectionResponse(BaseModel):
