@@ -90,7 +90,8 @@ def build() -> float:
 
 
 def drop(s: Settings) -> None:
-    from osrag.names import PIPELINES, state_index
+    from osrag.names import state_index
+    from osrag.vocabulary import PIPELINES
 
     client = Admin(s).cluster.client
     client.indices.delete(

@@ -50,9 +50,10 @@ from osrag.admin import Admin  # noqa: E402
 from osrag.chunking import chunk_document  # noqa: E402
 from osrag.documents import read_document  # noqa: E402
 from osrag.indexing import Ingester  # noqa: E402
-from osrag.names import PIPELINES, state_index, utcnow  # noqa: E402
+from osrag.names import state_index, utcnow  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 from osrag.versions import chunk_action, document_version, version_key  # noqa: E402
+from osrag.vocabulary import PIPELINES  # noqa: E402
 from osrag.walking import find_files  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "ingest.md"

@@ -20,16 +20,10 @@ from osrag.capabilities import Capabilities, detect, pipeline_file
 from osrag.connection import Cluster
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import IndexStateError
-from osrag.names import (
-    ANALYZERS,
-    PIPELINES,
-    pipeline_name,
-    template_name,
-    utcnow,
-)
+from osrag.names import ANALYZERS, pipeline_name, template_name, utcnow
 from osrag.records import IndexMeta
 from osrag.settings import Settings
-from osrag.vocabulary import DEFAULT_FUSION, PipelineVariant
+from osrag.vocabulary import DEFAULT_FUSION, PIPELINES, PipelineVariant
 
 
 @dataclass

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from osrag.errors import ClusterError, ClusterUnavailable, ConfigError
-from osrag.settings import Settings, redact_url
+from osrag.settings import Settings
+from osrag.settings_checks import redact_url
 
 T = TypeVar("T")
 

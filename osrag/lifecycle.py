@@ -36,9 +36,10 @@ from osrag.locking import (
     register_writer,
     unregister_writer,
 )
-from osrag.names import PIPELINES, index_regex, pipeline_name, state_index, template_name
+from osrag.names import index_regex, pipeline_name, state_index, template_name
 from osrag.settings import Settings
 from osrag.versions import VersionStore
+from osrag.vocabulary import PIPELINES
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from osrag.connection import Cluster
 from osrag.errors import ClusterError, IndexStateError
-from osrag.lockrecord import HolderState, LockRecord, earliest
+from osrag.lockrecord import HolderState, LockRecord
 from osrag.names import HIDDEN_ID, state_index
 
 log = logging.getLogger(__name__)
@@ -432,14 +432,12 @@ __all__ = [
     "FENCE",
     "FENCE_END",
     "LockHeld",
-    "LockRecord",
     "WriteLock",
     "WriteLockHeld",
     "WriteLost",
     "acquire",
     "describe",
     "describe_writer",
-    "earliest",
     "ensure_state_index",
     "holder",
     "lock_state",

@@ -18,7 +18,6 @@ from osrag.vocabulary import DEFAULT_FUSION, PIPELINES, PipelineVariant
 __all__ = [
     "ANALYZERS",
     "HIDDEN_ID",
-    "PIPELINES",
     "age_seconds",
     "content_hash",
     "index_regex",

@@ -16,9 +16,10 @@ from osrag.budget import Selection, SelectionConfig, select
 from osrag.candidates import Candidate
 from osrag.envelope import Envelope, Freshness, LeftOutItem, RerankInfo, StageScores, passage_of
 from osrag.errors import InputError
-from osrag.gate import POLICIES, Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
+from osrag.gate import Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
 from osrag.names import age_seconds
 from osrag.records import IndexMeta
+from osrag.vocabulary import POLICIES
 
 if TYPE_CHECKING:
     from osrag.settings import Settings

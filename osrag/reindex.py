@@ -19,6 +19,7 @@ from osrag.copying import REEMBED, SERVER_SIDE, IndexCopier
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
 from osrag.locking import describe, lock_state
+from osrag.lockrecord import LockRecord, earliest
 from osrag.settings import Settings
 
 
@@ -112,7 +113,7 @@ class Reindexer:
                 )
             # Batches being written now registered before the lock existed: the catch-up looks
             # at everything written since the earliest of them started.
-            since = locking.earliest(
+            since = earliest(
                 locking.writers(self.cluster, self.s.alias), dt.datetime.fromisoformat(str(record.since))
             )
             emb = embedder_for(self.s, plan.target_model)
@@ -150,7 +151,7 @@ class Reindexer:
         locking.release(self.cluster, self.s.alias, token)
         return plan
 
-    def _take_lock(self, source: str) -> locking.LockRecord:
+    def _take_lock(self, source: str) -> LockRecord:
         """Create the lock document (``op_type=create``); a live holder is an ``IndexStateError``.
 
         A lock whose process is dead (a killed run) is cleared -- its half-built index dropped --

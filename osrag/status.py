@@ -9,9 +9,10 @@ from osrag import templates
 from osrag.admin import Admin
 from osrag.capabilities import fusion_in_use
 from osrag.locking import lock_state, read_lock
-from osrag.names import PIPELINES, age_seconds
+from osrag.names import age_seconds
 from osrag.reindex import Reindexer
 from osrag.settings import Settings
+from osrag.vocabulary import PIPELINES
 
 
 @dataclass

@@ -24,10 +24,10 @@ from osrag.errors import ConfigError
 from osrag.evaluation import metrics
 from osrag.evaluation.datasets import EvalSet, Query
 from osrag.indexing import Ingester
-from osrag.names import PIPELINES
 from osrag.records import ChunkSource
 from osrag.search import SearchClient
 from osrag.settings import Settings
+from osrag.vocabulary import PIPELINES
 
 Log = Callable[[str], None]
 T = TypeVar("T")

@@ -100,7 +100,8 @@ def settings(opensearch_url: str, unique_name: str, tmp_path: Path) -> Settings:
 
 def drop_alias(client: Any, alias: str) -> None:
     """Everything install, ingest and reindex create for one alias (absent parts are fine)."""
-    from osrag.names import PIPELINES, state_index
+    from osrag.names import state_index
+    from osrag.vocabulary import PIPELINES
 
     client.indices.delete(
         index=f"{alias}-*", ignore_unavailable=True, allow_no_indices=True, expand_wildcards="all"

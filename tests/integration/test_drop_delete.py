@@ -14,9 +14,10 @@ from osrag import lifecycle
 from osrag.admin import Admin
 from osrag.cli import cli
 from osrag.indexing import Ingester
-from osrag.names import PIPELINES, pipeline_name, state_index, visibility_filter
+from osrag.names import pipeline_name, state_index, visibility_filter
 from osrag.settings import Settings
 from osrag.versions import VersionStore
+from osrag.vocabulary import PIPELINES
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration

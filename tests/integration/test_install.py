@@ -21,8 +21,8 @@ from osrag.admin import Admin
 from osrag.cli import cli
 from osrag.connection import make_client
 from osrag.errors import ClusterError
-from osrag.names import PIPELINES
 from osrag.settings import Settings
+from osrag.vocabulary import PIPELINES
 from tests.integration.test_analysis import admin, osrag_cleanup  # noqa: F401  (shared fixtures)
 
 pytestmark = pytest.mark.integration

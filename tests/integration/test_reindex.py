@@ -27,7 +27,8 @@ from osrag.access import Principal
 from osrag.admin import Admin
 from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester
-from osrag.locking import LOCK_ID, LockRecord, ensure_state_index, read_lock
+from osrag.locking import LOCK_ID, ensure_state_index, read_lock
+from osrag.lockrecord import LockRecord
 from osrag.names import state_index
 from osrag.reindex import Reindexer
 from osrag.search import SearchClient
@@ -359,7 +360,7 @@ def test_reindex_to_a_model_with_another_dimension(admin: Admin, settings: Setti
     sc = SearchClient(settings, principal=ALL)
     for mode in ("hybrid", "knn", "bm25"):
         r = sc.retrieve(QUERIES[1], mode=mode)
-        assert r.index == new and r.meta["dimension"] == 384 and r.hits, mode
+        assert r.index == new and r.meta.dimension == 384 and r.hits, mode
     assert len(sc.retrieve(QUERIES[1], mode="knn").vector) == 384
 
     # The old model is refused: one index never mixes two models' vectors.

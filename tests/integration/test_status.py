@@ -16,9 +16,9 @@ import pytest
 from osrag import templates
 from osrag.admin import Admin
 from osrag.indexing import Ingester
-from osrag.names import PIPELINES
 from osrag.settings import Settings
 from osrag.status import status
+from osrag.vocabulary import PIPELINES
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from osrag.cli import main
 from osrag.connection import Cluster, make_client
 from osrag.errors import ClusterUnavailable, ConfigError, InvalidSetting
-from osrag.settings import PRODUCTION_EMBEDDING_MODEL, Settings, load_settings, redact_url
+from osrag.settings import PRODUCTION_EMBEDDING_MODEL, Settings, load_settings
+from osrag.settings_checks import redact_url
 
 
 @pytest.fixture
