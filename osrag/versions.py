@@ -161,11 +161,23 @@ class VersionStore:
         """Write embedded documents hidden, refresh, then show them in one flip (module doc).
 
         ``current``: the visible versions read before (``visible_versions``), hidden by the flip."""
-        new_keys = [p.version_key for p in todo]
-        self.hide(add=new_keys)
+        outcome = self.write_hidden(index, todo)
+        self.flip(index, todo, current, outcome)
+        return outcome
+
+    def write_hidden(self, index: str, todo: Sequence[PreparedDoc]) -> BatchOutcome:
+        """The write stage: hide the new version keys, stream their chunks, refresh. Readers see
+        nothing of it until ``flip``."""
+        self.hide(add=[p.version_key for p in todo])
         outcome = self._bulk(index, todo, utcnow().isoformat())
         self.cluster.call("refresh", self.cluster.client.indices.refresh, index=index)
+        return outcome
 
+    def flip(
+        self, index: str, todo: Sequence[PreparedDoc], current: dict[str, set[str]], outcome: BatchOutcome
+    ) -> None:
+        """The flip stage: one update shows every fully written version and hides the ones it
+        replaces; then the replaced and the failed versions' chunks are deleted."""
         ok = [p for p in todo if p.version_key not in outcome.failed]
         old_keys = sorted({k for p in ok for k in current.get(p.doc.doc_id, set()) if k != p.version_key})
         # The flip: one update shows every new version and hides every old one.
@@ -180,7 +192,6 @@ class VersionStore:
             gone = [k for k in doomed if k not in left]
             if gone:
                 self.hide(remove=gone)
-        return outcome
 
     def delete_versions(self, index: str, keys: Sequence[str]) -> None:
         self.cluster.call(

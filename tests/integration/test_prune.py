@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from osrag import documents, indexing
+from osrag import batches, documents
 from osrag.admin import Admin
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError
@@ -107,8 +107,8 @@ def test_unchanged_files_are_skipped_unread_and_no_model_is_loaded(
         raise AssertionError("an unchanged re-ingest must not parse, chunk or load a model")
 
     monkeypatch.setattr(documents, "read_document", no)
-    monkeypatch.setattr(indexing, "chunk_document", no)
-    monkeypatch.setattr(indexing, "embedder_for", no)
+    monkeypatch.setattr(batches, "chunk_document", no)
+    monkeypatch.setattr(batches, "embedder_for", no)
     again = Ingester(small).ingest([kb])
     assert (again.documents, again.indexed, again.skipped, again.failed) == (3, 0, 3, [])
     assert docs(admin) == stored
