@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import platform
 import socket
@@ -49,6 +48,7 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 import jwt  # noqa: E402
+from bench_common import golden_questions, log  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
@@ -65,17 +65,8 @@ GROUPS = ["staff"]
 TENANT = "public"  # the sample corpus's documents are tenant "public"; a caller without a tenant sees none
 
 
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def settings() -> Settings:
     return Settings(alias=ALIAS, embedding_model=MODEL, rerank=False, _env_file=None)
-
-
-def questions() -> list[str]:
-    lines = (REPO / "golden" / "golden.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["question"] for line in lines if line.strip()]
 
 
 def build() -> float:
@@ -363,7 +354,7 @@ def main() -> int:
     t_start = time.perf_counter()
     log(f"building {ALIAS} from golden/corpus")
     built_s = build()
-    qs = questions()
+    qs = golden_questions()
     try:
         log(
             f"arms {', '.join(arms_wanted)}: {args.clients} clients, {args.seconds:g} s each in {args.rounds} windows"

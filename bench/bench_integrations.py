@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import platform
 import statistics
@@ -33,6 +32,7 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_common import golden_questions, log  # noqa: E402
 from haystack import Pipeline  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
@@ -54,17 +54,8 @@ STAFF = Principal(groups=["staff"])
 ARMS = ("direct", "langchain", "llamaindex", "haystack", "mcp")
 
 
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def settings() -> Settings:
     return Settings(alias=ALIAS, embedding_model=MODEL, rerank=False, _env_file=None)
-
-
-def questions() -> list[str]:
-    lines = (REPO / "golden" / "golden.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["question"] for line in lines if line.strip()]
 
 
 def build(s: Settings) -> float:
@@ -96,7 +87,7 @@ async def run(rounds: int) -> tuple[dict[str, list[float]], int]:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "osrag.cli", "mcp", "--group", "staff"], env=env, cwd=REPO
     )
-    qs = questions()
+    qs = golden_questions()
     times: dict[str, list[float]] = {a: [] for a in ARMS}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

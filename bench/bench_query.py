@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import corpus_index  # noqa: E402
 import corpus_queries  # noqa: E402
+from bench_common import log  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
@@ -49,10 +50,6 @@ MODEL = "navec:news-300d"
 MODES = ("bm25", "hybrid", "search")
 #: Every chunk of the bench corpus has a tenant, so PUBLIC (untenanted chunks only) sees none of them.
 PUBLIC = Principal.admin_bypass()
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def settings_for(alias: str, **kw: Any) -> Settings:

@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import corpus  # noqa: E402
 import corpus_queries  # noqa: E402
+from bench_common import log  # noqa: E402
 
 from osrag.model_loading import quiet_transformers  # noqa: E402
 from osrag.rerank import Reranker  # noqa: E402
@@ -56,10 +57,6 @@ from osrag.rerank_models import load_cross_encoder, load_reranker_model  # noqa:
 RESULTS = REPO / "bench" / "results" / "rerank.md"
 SEED = 20261201
 POOL_CHUNKS = 3000
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------ inputs
