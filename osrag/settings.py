@@ -7,7 +7,9 @@ log line or a ``repr``; a password inside ``OSRAG_URL`` is shown only through
 ``redact_url`` / ``Settings.display_url``.
 
 Every field carries its allowed range, so a bad value fails at start as one
-``InvalidSetting`` line (``load_settings``) instead of a traceback from deep inside.
+``InvalidSetting`` line (``load_settings``) instead of a traceback from deep inside. The closed
+sets and their shipped defaults (fusion, selection, auth modes) come from ``osrag.vocabulary``;
+the URL and credential checks and the error lines live in ``osrag.settings_checks``.
 """
 
 from __future__ import annotations
