@@ -20,3 +20,24 @@ def golden_questions() -> list[str]:
     """The questions of ``golden/golden.jsonl``, in file order."""
     lines = GOLDEN.read_text(encoding="utf-8").splitlines()
     return [json.loads(line)["question"] for line in lines if line.strip()]
+
+
+def machine(model_row: str, **extra: str) -> dict[str, str]:
+    """The machine rows of a report header: CPU, RAM (``osrag.evaluation.report.machine_info``),
+    then ``extra`` rows, the node's version, the embedding model (``model_row``) and Python."""
+    import os
+    import platform
+
+    from osrag.admin import Admin
+    from osrag.evaluation.report import machine_info
+    from osrag.settings import Settings
+
+    info = Admin(Settings()).cluster.client.info()
+    return {
+        "CPU": f"{platform.processor() or platform.machine()} × {os.cpu_count()} (nproc), shared with other jobs",
+        "RAM": machine_info()["memory"] or "?",
+        **extra,
+        "OpenSearch": f"{info['version']['number']}, single local node on the same machine",
+        "embedding model": model_row,
+        "Python": platform.python_version(),
+    }

@@ -28,7 +28,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import corpus  # noqa: E402
+from bench_common import machine as bench_machine  # noqa: E402
 
 from osrag import bulk  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
@@ -156,17 +156,8 @@ def memory_run(n_chunks: int, tmp: Path) -> dict[str, Any]:
 
 
 def machine() -> dict[str, str]:
-    mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-    s = Settings()
-    info = Admin(s).cluster.client.info()
-    return {
-        "CPU": f"{platform.processor() or platform.machine()} × {os.cpu_count()} (nproc), shared with other jobs",
-        "RAM": f"{int(mem) / 1024 / 1024:.1f} GiB",
-        "load average (1/5/15 min)": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "OpenSearch": f"{info['version']['number']}, single local node on the same machine",
-        "embedding model": f"`{MODEL}`",
-        "Python": platform.python_version(),
-    }
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return bench_machine(f"`{MODEL}`", **{"load average (1/5/15 min)": load})
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import platform
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import corpus_index  # noqa: E402
 import corpus_queries  # noqa: E402
 from bench_common import log  # noqa: E402
+from bench_common import machine as bench_machine  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
@@ -235,15 +235,7 @@ def breakdown(sc: SearchClient, queries: list[Any], reps: int) -> dict[str, dict
 
 
 def machine() -> dict[str, str]:
-    mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-    info = Admin(Settings()).cluster.client.info()
-    return {
-        "CPU": f"{platform.processor() or platform.machine()} × {os.cpu_count()} (nproc), shared with other jobs",
-        "RAM": f"{int(mem) / 1024 / 1024:.1f} GiB",
-        "OpenSearch": f"{info['version']['number']}, single local node on the same machine",
-        "embedding model": f"`{MODEL}` (static word vectors: embedding a question costs about a millisecond)",
-        "Python": platform.python_version(),
-    }
+    return bench_machine(f"`{MODEL}` (static word vectors: embedding a question costs about a millisecond)")
 
 
 def main() -> None:

@@ -50,6 +50,7 @@ import corpus  # noqa: E402
 import corpus_queries  # noqa: E402
 from bench_common import log  # noqa: E402
 
+from osrag.evaluation.report import machine_info  # noqa: E402
 from osrag.model_loading import quiet_transformers  # noqa: E402
 from osrag.rerank import Reranker  # noqa: E402
 from osrag.rerank_models import load_cross_encoder, load_reranker_model  # noqa: E402
@@ -170,24 +171,7 @@ def machine() -> dict[str, str]:
     import torch
     import transformers
 
-    cpu = ""
-    try:
-        cpu = next(
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
-    try:
-        kb = int(
-            next(
-                ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")
-            ).split()[1]
-        )
-        ram = f"{kb / 1024 / 1024:.1f} GiB"
-    except (OSError, StopIteration, ValueError):
-        ram = "?"
+    box = machine_info()
     flags = ""
     try:
         text = Path("/proc/cpuinfo").read_text()
@@ -196,10 +180,10 @@ def machine() -> dict[str, str]:
         pass
     return {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu or "?",
+        "cpu": box["cpu"] or "?",
         "nproc": str(len(os.sched_getaffinity(0))),
         "flags": flags or "none of avx2/avx512/vnni",
-        "ram": ram,
+        "ram": box["memory"] or "?",
         "python": platform.python_version(),
         "torch": f"{torch.__version__} ({torch.get_num_threads()} threads)",
         "onnxruntime": onnxruntime.__version__,
