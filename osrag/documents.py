@@ -25,7 +25,7 @@ from osrag.frontmatter import FrontMatter, FrontMatterError, read_front_matter
 from osrag.includes import FileIncludes
 from osrag.rules import Rules, rules_at
 from osrag.titles import MAX_HEADING_CHARS, capped, first_heading, headings_only, sidecar_title
-from osrag.walking import Found, collection_of, display_path, find_files, not_regular, utf8_problem, walk
+from osrag.walking import collection_of, display_path, not_regular, utf8_problem, walk
 
 log = logging.getLogger(__name__)
 
@@ -376,19 +376,11 @@ def _cut(c: Chunk, max_chars: int, count: Callable[[str], int] | None) -> list[C
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
-    "MAX_HEADING_CHARS",
     "READ_PROPERTIES",
-    "Found",
     "ReadOptions",
     "ReadReport",
-    "collection_of",
-    "display_path",
-    "find_files",
-    "first_heading",
     "guard_chunks",
     "page_url",
     "read_document",
     "read_tree",
-    "sidecar_title",
-    "walk",
 ]

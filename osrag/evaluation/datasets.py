@@ -28,7 +28,8 @@ from typing import Any
 from osrag.chunking import Document, parse_sections
 from osrag.documents import read_document
 from osrag.errors import ConfigError
-from osrag.indexing import Ingester, IngestReport
+from osrag.indexing import Ingester
+from osrag.ingest_report import IngestReport
 from osrag.records import ChunkSource
 from osrag.walking import collection_of, find_files
 
