@@ -13,13 +13,12 @@ from osrag.errors import ModelError
 from osrag.rerank import (
     Reranker,
     RerankResult,
-    RerankUnavailable,
     depth_cut,
     length_batches,
     pair_budget,
     rerank_order,
 )
-from osrag.rerank_models import load_cross_encoder, load_reranker_model
+from osrag.rerank_models import RerankUnavailable, load_cross_encoder, load_reranker_model
 
 MAX_LENGTH = 32
 _LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"
