@@ -24,6 +24,7 @@ from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
 from osrag.indexing import Ingester
 from osrag.locking import acquire, ensure_state_index, release
+from osrag.lockrecord import LockRecord
 from osrag.names import state_index, visibility_filter
 from osrag.settings import Settings
 from osrag.versions import VersionStore
@@ -428,7 +429,7 @@ def test_reindex_lock_refuses_ingest_until_cleared(
 ) -> None:
     write(tmp_path / "a.md", sectioned("чай", 2))
     ensure_state_index(admin.cluster, admin.alias)
-    acquire(admin.cluster, admin.alias, {"token": "t", "target": "x", "since": "2026-01-01T00:00:00+00:00"})
+    acquire(admin.cluster, admin.alias, LockRecord(token="t", target="x", since="2026-01-01T00:00:00+00:00"))
     with pytest.raises(IndexStateError) as ei:
         Ingester(small_settings).ingest([tmp_path])
     assert "reindex into x" in str(ei.value) and "2026-01-01" in str(ei.value)
