@@ -163,7 +163,7 @@ class Reindexer:
             locking.acquire(self.cluster, self.s.alias, record)
             return record
         except locking.LockHeld as held:
-            lock = held.lock or locking.LockRecord(token="")  # None: released meanwhile
+            lock = held.lock or LockRecord(token="")  # None: released meanwhile
             state = lock_state(lock)
             if state == "live":
                 raise IndexStateError(f"{describe(lock)} and is still running") from held
@@ -179,7 +179,7 @@ class Reindexer:
         locking.acquire(self.cluster, self.s.alias, record)
         return record
 
-    def _drop_half_built(self, source: str, lock: locking.LockRecord) -> str | None:
+    def _drop_half_built(self, source: str, lock: LockRecord) -> str | None:
         stale = lock.target
         if not stale or stale == source or stale == self.admin.current_index():
             return None

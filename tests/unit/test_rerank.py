@@ -156,10 +156,10 @@ def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:
 
     missing = str(tmp_path / "no-such-model")
     r = rr.Reranker(missing)
-    with pytest.raises(rr.RerankUnavailable) as first:
+    with pytest.raises(RerankUnavailable) as first:
         r.score("вопрос", ["текст"])
     calls = rr.load_reranker_model.cache_info().misses
-    with pytest.raises(rr.RerankUnavailable) as second:
+    with pytest.raises(RerankUnavailable) as second:
         r.score("вопрос", ["текст"])
     assert second.value is first.value
     assert rr.load_reranker_model.cache_info().misses == calls  # no second load attempt
