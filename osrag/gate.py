@@ -59,7 +59,7 @@ def idf(doc_freq: int, doc_count: int) -> float:
 class Analysis:
     """The question's terms with their IDF weights, and each candidate text's set of terms.
 
-    ``required_codes``: the question's codes an answer must hold (``required_codes``); None when
+    ``required_codes``: the question's codes an answer must hold (``osrag.codes.required_codes``); None when
     the index was not asked (then every Latin code is, as before the index was asked).
     """
 

@@ -268,15 +268,14 @@ class Retriever:
                 # answers from the shard's other copy; a failure that stays is noted by the reader.
                 log.info("search of %s: shards failed as a node went away; asked once more", index)
                 resp = yield Call("search", "search", search)
-            return resp  # type: ignore[no-any-return]
+            return resp
         except ClusterError as exc:
             if missing_index(exc, index):
                 raise
             if self._vectors == "doc" and scripts_refused(exc):
                 self._vectors = "source"
                 notes.append("this cluster runs no inline scripts: vectors read from _source")
-                got = yield Call("search", "search", {**search, "body": vectors_in_source(body)})
-                return got  # type: ignore[no-any-return]
+                return (yield Call("search", "search", {**search, "body": vectors_in_source(body)}))
             # The state index is created by the first ingest; before it there is nothing to find.
             if not missing_index(exc, state_index(self.s.alias)):
                 raise

@@ -78,7 +78,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any
 
 
 def docs_of(hits: Any) -> set[str]:
-    return {h.source["doc_id"] for h in hits}
+    return {h.source.doc_id for h in hits}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -135,7 +135,7 @@ def _sections(corpus: Settings) -> dict[str, str]:
     hits = SearchClient(corpus, principal=Principal.admin_bypass()).retrieve(
         QUESTION, mode="bm25", depth=50, filters={"include_archived": True}
     )
-    return {h.source["doc_id"]: h.source["section_id"] for h in hits.hits}
+    return {h.source.doc_id: h.source.section_id for h in hits.hits}
 
 
 @pytest.mark.parametrize("who", list(PRINCIPALS))
@@ -231,9 +231,9 @@ def test_replacing_a_document_from_another_source_needs_replace(
     path, reason = refused.failed[0]
     assert path.endswith("y/faq.md") and "doc_id 'shared' is taken by" in reason and "--replace" in reason
     sc = SearchClient(settings, principal=PUBLIC)
-    assert "первый" in sc.retrieve("чайник", mode="bm25").hits[0].source["text"]
+    assert "первый" in sc.retrieve("чайник", mode="bm25").hits[0].source.text
     assert Ingester(settings, replace=True).ingest([tmp_path / "y"]).indexed == 1
-    assert "второй" in sc.retrieve("чайник", mode="bm25").hits[0].source["text"]
+    assert "второй" in sc.retrieve("чайник", mode="bm25").hits[0].source.text
 
 
 # ------------------------------------------------------------------ one giant word

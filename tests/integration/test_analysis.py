@@ -85,7 +85,7 @@ def ingest(settings: Settings, root: Path, docs: dict[str, str], **front: Any) -
 def bm25_docs(settings: Settings, question: str, **kw: Any) -> list[str]:
     """doc_ids in BM25 rank order (the lexical head osrag queries with)."""
     return [
-        h.source["doc_id"]
+        h.source.doc_id
         for h in SearchClient(settings, principal=ALL).retrieve(question, mode="bm25", **kw).hits
     ]
 
@@ -361,35 +361,35 @@ def test_filters_apply_to_both_heads(admin: Admin, settings: Settings, tmp_path:
 
     # Unfiltered by archive, the archived chunk is the best match on both heads.
     with_archived = [
-        h.source["doc_id"]
+        h.source.doc_id
         for h in sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"include_archived": True}).hits
     ]
     assert with_archived[0] == "archived-return", with_archived
     for mode in ("bm25", "knn"):
         top = sc.retrieve(ARCHIVED_TEXT, mode=mode, filters={"include_archived": True}).hits[0]
-        assert top.source["doc_id"] == "archived-return", mode
+        assert top.source.doc_id == "archived-return", mode
 
     # Default: the archive filter is on both heads, so the fused list never has it.
     hits = sc.retrieve(ARCHIVED_TEXT, mode="hybrid").hits
     assert hits, "the hybrid query returned nothing"
-    assert all(not h.source["archived"] for h in hits)
-    assert "archived-return" not in {h.source["doc_id"] for h in hits}
+    assert all(not h.source.archived for h in hits)
+    assert "archived-return" not in {h.source.doc_id for h in hits}
 
     # A category filter, on both heads: only that category comes back.
     hits = sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"category": "promo"}).hits
-    assert {h.source["doc_id"] for h in hits} == {"promo-tea", "promo-lamp"}
+    assert {h.source.doc_id for h in hits} == {"promo-tea", "promo-lamp"}
     hits = sc.retrieve(ARCHIVED_TEXT, mode="hybrid", filters={"category": "returns"}).hits
-    assert {h.source["doc_id"] for h in hits} == {"live-return"}
+    assert {h.source.doc_id for h in hits} == {"live-return"}
     hits = sc.retrieve(
         ARCHIVED_TEXT, mode="hybrid", filters={"category": "returns", "include_archived": True}
     ).hits
-    assert [h.source["doc_id"] for h in hits][0] == "archived-return"
+    assert [h.source.doc_id for h in hits][0] == "archived-return"
 
     # The kNN head alone, k larger than the corpus: every live chunk, never the archived one.
-    knn = [h.source["doc_id"] for h in sc.retrieve(ARCHIVED_TEXT, mode="knn", depth=50).hits]
+    knn = [h.source.doc_id for h in sc.retrieve(ARCHIVED_TEXT, mode="knn", depth=50).hits]
     assert set(knn) == live, knn
     knn_all = [
-        h.source["doc_id"]
+        h.source.doc_id
         for h in sc.retrieve(ARCHIVED_TEXT, mode="knn", depth=50, filters={"include_archived": True}).hits
     ]
     assert set(knn_all) == live | {"archived-return"}, knn_all

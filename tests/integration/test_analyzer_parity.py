@@ -97,6 +97,6 @@ def test_search_uses_it_only_on_an_index_made_from_the_shipped_template(
     index, meta = sc._run(sc._target())
     assert sc.local_analyzer(index, meta) is not None
     other = SearchClient(settings)
-    assert other.local_analyzer(index, {**meta, "fingerprint": "0123456789"}) is None
-    assert other.local_analyzer("x", {**meta, "stemmer": "light_russian"}) is None
-    assert other.local_analyzer("y", {**meta, "template_version": 2}) is None
+    assert other.local_analyzer(index, meta.updated(fingerprint="0123456789")) is None
+    assert other.local_analyzer("x", meta.updated(stemmer="light_russian")) is None
+    assert other.local_analyzer("y", meta.updated(template_version=2)) is None

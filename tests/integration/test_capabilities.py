@@ -37,6 +37,6 @@ def test_copies_of_one_text_take_one_candidate_on_every_line(
     assert Ingester(settings).ingest([kb]).failed == []
     sc = SearchClient(settings, principal=Principal.admin_bypass())
     hits = sc.retrieve("гарантия на лампу LAMP-LIGHT-MINI", mode="hybrid", depth=5).hits
-    hashes = [h.source.get("content_hash") for h in hits]
+    hashes = [h.source.content_hash for h in hits]
     assert len(hashes) == len(set(hashes)) >= 1
-    assert sum("LAMP-LIGHT-MINI" in h.source["text"] for h in hits) == 1
+    assert sum("LAMP-LIGHT-MINI" in h.source.text for h in hits) == 1

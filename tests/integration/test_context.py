@@ -88,7 +88,7 @@ def test_chat_context_is_stored_searched_and_not_asked_again_on_reingest(
 
         # The context is its own BM25 field, analysed in Russian (another word form still matches).
         hits = SearchClient(s, principal=PUBLIC).retrieve("криптоконтейнеры", mode="bm25", depth=5).hits
-        assert {h.source["chunk_id"] for h in hits} == {"disks:0", "disks:1"}
+        assert {h.source.chunk_id for h in hits} == {"disks:0", "disks:1"}
 
         # A new version of the same document (metadata changed, same chunks): written again, and
         # the contexts come from the disk cache -- the endpoint is not asked.

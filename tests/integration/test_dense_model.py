@@ -74,7 +74,7 @@ def test_the_dense_head_finds_questions_worded_unlike_their_answer(corpus: Setti
     client = SearchClient(corpus, principal=PUBLIC)
     for question, doc in PARAPHRASES:
         knn = client.retrieve(question, mode="knn", depth=5).hits
-        assert knn and knn[0].source["doc_id"].endswith(doc), (question, [h.source["doc_id"] for h in knn])
+        assert knn and knn[0].source.doc_id.endswith(doc), (question, [h.source.doc_id for h in knn])
         env = client.search(question, budget_tokens=400)
         assert env.status != "nothing_relevant", question
         assert any(p.doc_id.endswith(doc) for p in env.passages), question

@@ -11,10 +11,11 @@ import pytest
 from osrag import gate
 from osrag.access import Principal
 from osrag.admin import Admin
+from osrag.candidates import hits_of
 from osrag.embedding import embedder_for
 from osrag.indexing import Ingester
 from osrag.names import pipeline_name
-from osrag.query import candidates_body, hits_of
+from osrag.query import candidates_body
 from osrag.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
@@ -95,14 +96,14 @@ def test_probes_give_each_hit_its_terms_and_never_change_the_ranking(
     a = gate.parse_evidence(probed, terms, hits)
     assert set(a.weights) == set(terms)
     for h, matched in zip(hits, a.texts):
-        indexed = set(_tokens(client, index, "ru_index", h.source["text"]))
+        indexed = set(_tokens(client, index, "ru_index", h.source.text))
         assert matched == frozenset(t for t in gate.probe_terms(terms, q) if t in indexed), h.chunk_id
     # Document frequencies are the index's: "tea15" is in one chunk, "пирог"'s stem in none of these.
     n = client.count(index=index)["count"]
     assert a.doc_count == n
     with_tea15 = client.count(index=index, body={"query": {"term": {"text": "tea15"}}})["count"]
     assert a.weights["tea15"] == pytest.approx(gate.idf(with_tea15, n))
-    cov = {h.source["doc_id"]: gate.term_coverage(a.weights, t) for h, t in zip(hits, a.texts)}
+    cov = {h.source.doc_id: gate.term_coverage(a.weights, t) for h, t in zip(hits, a.texts)}
     assert cov["tea"] > 0.3 and all(cov["tea"] > c for d, c in cov.items() if d != "tea"), cov
 
 

@@ -83,7 +83,7 @@ def _docs(settings: Settings, principal: Principal = PUBLIC, **filters: Any) -> 
         .retrieve("консольный клиент", mode="bm25", depth=100, principal=principal, filters=filters or None)
         .hits
     )
-    return {h.source["doc_id"]: h.source for h in hits}
+    return {h.source.doc_id: h.source for h in hits}
 
 
 def test_a_docs_tree_ingests_with_rules_meta_and_skips(admin: Admin, settings: Settings, tree: Path) -> None:
@@ -113,14 +113,14 @@ def test_a_docs_tree_ingests_with_rules_meta_and_skips(admin: Admin, settings: S
         for h in SearchClient(settings)
         .retrieve("установите консольный клиент", mode="bm25", depth=50, principal=PUBLIC)
         .hits
-        if h.source["doc_id"] == "docs/start"
+        if h.source.doc_id == "docs/start"
     ]
-    assert start and all(s["source"] == "docs/start.md" for s in start)
-    assert any(s.get("url") == "https://docs.example.com/ru/start#install" for s in start), start
-    assert all(str(tree) not in s["source"] for s in public.values())
+    assert start and all(s.source == "docs/start.md" for s in start)
+    assert any(s.location.get("url") == "https://docs.example.com/ru/start#install" for s in start), start
+    assert all(str(tree) not in s.source for s in public.values())
 
     # meta.KEY is stored and filterable
-    assert start[0]["meta"]["tags"] == ["intro", "cli"]
+    assert start[0].meta["tags"] == ["intro", "cli"]
     tagged = (
         SearchClient(settings)
         .retrieve(
@@ -128,7 +128,7 @@ def test_a_docs_tree_ingests_with_rules_meta_and_skips(admin: Admin, settings: S
         )
         .hits
     )
-    assert {h.source["doc_id"] for h in tagged} == {"docs/guide"}
+    assert {h.source.doc_id for h in tagged} == {"docs/guide"}
 
     # the envelope's passages carry the url
     env = SearchClient(settings).search("установите консольный клиент", budget_tokens=3000, principal=PUBLIC)
@@ -136,12 +136,12 @@ def test_a_docs_tree_ingests_with_rules_meta_and_skips(admin: Admin, settings: S
 
     # pathological input indexed within limits
     word = {
-        h.source["chunk_id"]: h.source
+        h.source.chunk_id: h.source
         for h in SearchClient(settings)
         .retrieve("ж", mode="bm25", depth=10, principal=PUBLIC, filters={"doc_id": "docs/giant-word"})
         .hits
     }
-    assert all(len(s["text"]) <= settings.chunk_max_tokens * 20 for s in word.values())
+    assert all(len(s.text) <= settings.chunk_max_tokens * 20 for s in word.values())
 
 
 def test_strict_makes_skips_fail(admin: Admin, settings: Settings, tmp_path: Path) -> None:

@@ -141,16 +141,16 @@ def test_candidates_vectors_come_by_script_field_and_equal_the_stored_ones(inges
     """The script field reads the vectors the index holds: the same numbers ``_source`` gives."""
     sc = SearchClient(ingested, principal=PUBLIC)
     got = sc.retrieve("возврат товара", mode="hybrid")
-    assert got.hits and all(len(h.source["embedding"]) > 0 for h in got.hits)
+    assert got.hits and all(len(h.source.embedding) > 0 for h in got.hits)
     client = sc.cluster.client
-    ids = [h.source["chunk_id"] for h in got.hits]
+    ids = [h.source.chunk_id for h in got.hits]
     raw = client.search(
         index=got.index,
         body={"size": len(ids), "query": {"terms": {"chunk_id": ids}}, "_source": ["chunk_id", "embedding"]},
     )
     stored = {h["_source"]["chunk_id"]: h["_source"]["embedding"] for h in raw["hits"]["hits"]}
     for h in got.hits:
-        a, b = h.source["embedding"], stored[h.source["chunk_id"]]
+        a, b = h.source.embedding, stored[h.source.chunk_id]
         assert len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-6, h.chunk_id
 
 
@@ -166,7 +166,7 @@ def test_a_cached_index_that_was_deleted_is_resolved_again(ingested: Settings, t
     client.indices.delete(index=old)
     got = sc.retrieve("доставка курьер")  # the cached index is gone: re-resolved, asked again
     assert got.index == new
-    assert [h.source["doc_id"] for h in got.hits][:1] == ["delivery"]
+    assert [h.source.doc_id for h in got.hits][:1] == ["delivery"]
 
 
 @pytest.mark.parametrize("server_side", [True, False])
@@ -174,13 +174,13 @@ def test_equal_texts_take_one_candidate_slot(ingested: Settings, server_side: bo
     s = ingested.model_copy(update={"hybrid_collapse": server_side})
     sc = SearchClient(s, principal=PUBLIC)
     hits = sc.retrieve("возврат товара 14 дней чек упаковка", depth=10).hits
-    shared = [h for h in hits if SHARED in h.source.get("text", "")]
+    shared = [h for h in hits if SHARED in h.source.text]
     assert len(shared) == 1, [h.chunk_id for h in hits]
-    assert len({h.source["content_hash"] for h in hits}) == len(hits)
+    assert len({h.source.content_hash for h in hits}) == len(hits)
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
     off = SearchClient(s.model_copy(update={"collapse_duplicates": False}), principal=PUBLIC)
     both = off.retrieve("возврат товара 14 дней чек упаковка", depth=10).hits
-    assert len([h for h in both if SHARED in h.source.get("text", "")]) == 2
+    assert len([h for h in both if SHARED in h.source.text]) == 2
 
 
 def test_a_many_batch_ingest_restores_refresh_and_repairs_a_crashed_one(

@@ -174,11 +174,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def groups_of(hits: list[Any]) -> list[str]:
     """One label per hit: its ACL groups joined, or "public"."""
-    return sorted(",".join(h.source.get("acl") or []) or "public" for h in hits)
+    return sorted(",".join(h.source.acl or []) or "public" for h in hits)
 
 
 def docs_of(hits: list[Any]) -> set[str]:
-    return {h.source.get("title") for h in hits}
+    return {h.source.title for h in hits}
 
 
 HEADS = ("bm25", "knn")
@@ -302,7 +302,7 @@ def test_dls_hides_other_groups_even_from_the_bypass(world: World, mode: str) ->
     got = SearchClient(world.users["dlsA"]).retrieve(QUESTION, mode=mode, principal=ALL)
     print(f"dlsA {mode}: admin sees {groups_of(full.hits)}; dlsA sees {groups_of(got.hits)}")
     assert {"pub1", "pub2", "a1", "a2"} <= docs_of(got.hits)
-    assert not any("groupB" in (h.source.get("acl") or []) for h in got.hits)
+    assert not any("groupB" in (h.source.acl or []) for h in got.hits)
 
 
 #: opensearch-security 2.19 wraps a DLS user's query (neural-search #1303, fixed upstream by
@@ -330,12 +330,12 @@ def test_dls_hides_other_groups_in_hybrid_and_search_or_refuses(world: World) ->
 
 def test_dls_hides_a_restricted_section(world: World) -> None:
     hits = SearchClient(world.superuser).retrieve(QUESTION, mode="bm25", principal=ALL).hits
-    b1 = next(h for h in hits if h.source.get("title") == "b1")
-    a1 = next(h for h in hits if h.source.get("title") == "a1")
-    assert SearchClient(world.superuser).section(b1.source["section_id"], principal=ALL)
+    b1 = next(h for h in hits if h.source.title == "b1")
+    a1 = next(h for h in hits if h.source.title == "a1")
+    assert SearchClient(world.superuser).section(b1.source.section_id, principal=ALL)
     sc = SearchClient(world.users["dlsA"])
-    assert sc.section(b1.source["section_id"], principal=ALL) == []
-    assert sc.section(a1.source["section_id"], principal=ALL)
+    assert sc.section(b1.source.section_id, principal=ALL) == []
+    assert sc.section(a1.source.section_id, principal=ALL)
 
 
 def test_dls_user_cannot_ingest(world: World, tmp_path: Path) -> None:

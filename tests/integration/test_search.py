@@ -29,8 +29,9 @@ from osrag.embedding import embedder_for
 from osrag.envelope import Envelope, render_text
 from osrag.errors import InputError
 from osrag.indexing import Ingester
+from osrag.query import MAX_QUESTION_CHARS
 from osrag.rerank import Reranker
-from osrag.search import MAX_QUESTION_CHARS, SearchClient
+from osrag.search import SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias as shared_drop_alias
 from tests.unit.test_rerank import build_tiny_cross_encoder
@@ -233,7 +234,7 @@ def doc_ids(env: Envelope) -> list[str]:
 
 
 def hit_docs(sc: SearchClient, question: str, mode: str, **kw: Any) -> list[str]:
-    return [h.source["doc_id"] for h in sc.retrieve(question, mode=mode, **kw).hits]
+    return [h.source.doc_id for h in sc.retrieve(question, mode=mode, **kw).hits]
 
 
 # --------------------------------------------------------------------------- identifiers and near twins

@@ -92,7 +92,7 @@ def test_each_principal_sees_exactly_its_tenant_and_shared_chunks(
 ) -> None:
     principal = PRINCIPALS[who]
     got = {
-        h.source["doc_id"]
+        h.source.doc_id
         for h in SearchClient(corpus).retrieve(QUESTION, mode=mode, depth=50, principal=principal).hits
     }
     want = {d for d, (tenant, acl) in DOCS.items() if _may_see(principal, tenant, acl)}
@@ -102,7 +102,7 @@ def test_each_principal_sees_exactly_its_tenant_and_shared_chunks(
 def test_no_tenant_never_reads_across_tenants(corpus: Settings) -> None:
     """The design gap of issue 29 in one line: an app that forgets the tenant reads less, not more."""
     got = {
-        h.source["doc_id"]
+        h.source.doc_id
         for h in SearchClient(corpus)
         .retrieve(QUESTION, mode="bm25", depth=50, principal=PRINCIPALS["staff"])
         .hits

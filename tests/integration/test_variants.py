@@ -49,7 +49,7 @@ def client(admin: Any, settings: Settings, tmp_path: Path) -> SearchClient:
 def top_doc(client: SearchClient, question: str, mode: str) -> str:
     hits = client.retrieve(question, mode=mode, depth=5).hits
     assert hits, f"nothing found for {question!r} ({mode})"
-    return str(hits[0].source["doc_id"]).rsplit("/", 1)[-1]
+    return str(hits[0].source.doc_id).rsplit("/", 1)[-1]
 
 
 def test_broken_questions_find_the_clean_ones_top_document(client: SearchClient) -> None:
