@@ -52,7 +52,7 @@ FUSIONS: Final[tuple[Fusion, ...]] = get_args(Fusion)
 DEFAULT_FUSION: Final[Fusion] = "minmax"
 DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (0.8, 0.2)
 #: How a fusion is named in prose (help text, README, reports).
-FUSION_LABELS: Final[dict[Fusion, str]] = {"minmax": "min-max", "rrf": "RRF"}
+FUSION_LABELS: Final[dict[str, str]] = {"minmax": "min-max", "rrf": "RRF"}
 
 #: A search pipeline osrag installs per alias: the two fusions, and RRF with the score
 #: explanation processor (for debugging a ranking).
@@ -75,7 +75,7 @@ def describe_fusion(
     fusion: str = DEFAULT_FUSION, weights: tuple[float, float] = DEFAULT_FUSION_WEIGHTS
 ) -> str:
     """A fusion in words, e.g. ``min-max 0.8/0.2`` (the shipped one when called bare)."""
-    label = FUSION_LABELS.get(fusion, fusion)  # type: ignore[call-overload]
+    label = FUSION_LABELS.get(fusion, fusion)
     return f"{label} {'/'.join(f'{w:g}' for w in weights)}"
 
 

@@ -56,7 +56,7 @@ def _without_none(annotation: Any) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------ the checkers
 def _words(fusion: str) -> set[str]:
     """The ways a fusion is spelled in prose: ``rrf``/``RRF``, ``minmax``/``min-max``."""
-    return {fusion, fusion.upper(), FUSION_LABELS[fusion]}  # type: ignore[index]
+    return {fusion, fusion.upper(), FUSION_LABELS[fusion]}
 
 
 def wrong_defaults(text: str) -> list[str]:
