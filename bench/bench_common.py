@@ -16,6 +16,13 @@ def log(msg: str) -> None:
     print(f"[{dt.datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def pct(xs: list[float], p: float) -> float:
+    """The ``p``-th percentile of ``xs``."""
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs), p))
+
+
 def golden_questions() -> list[str]:
     """The questions of ``golden/golden.jsonl``, in file order."""
     lines = GOLDEN.read_text(encoding="utf-8").splitlines()

@@ -32,13 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import corpus_queries  # noqa: E402
+from bench_common import pct  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
 from osrag.admin import Admin  # noqa: E402
@@ -71,10 +70,6 @@ class Counted:
             return inner(*a, **kw)
 
         transport.perform_request = counted
-
-
-def pct(xs: list[float], p: float) -> float:
-    return float(np.percentile(np.asarray(xs), p))
 
 
 class Peer:
