@@ -15,10 +15,11 @@ stay for each test to answer (``bulk_server`` answers bulk requests).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from typing import Any
-from unittest.mock import Mock
+from unittest.mock import AsyncMock, Mock
 
 import opensearchpy
 import pytest
@@ -54,6 +55,17 @@ def spec_client() -> Any:
 @pytest.fixture
 def fake_client() -> Any:
     return spec_client()
+
+
+@pytest.fixture
+def fake_async_client() -> Any:
+    """A ``Mock(spec=AsyncOpenSearch)`` whose public methods are awaitable (``AsyncMock``): the
+    real ones are wrapped by a plain decorator, so the spec alone would make them synchronous."""
+    client = Mock(spec=opensearchpy.AsyncOpenSearch)
+    for name, fn in inspect.getmembers(opensearchpy.AsyncOpenSearch, inspect.isfunction):
+        if not name.startswith("_"):
+            setattr(client, name, AsyncMock(spec=fn))
+    return client
 
 
 def cluster_on(client: Any, **settings: Any) -> Cluster:

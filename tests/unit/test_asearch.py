@@ -30,27 +30,23 @@ def path_under_test(log: list[str]) -> Steps[tuple[Any, int]]:
     return got, thread
 
 
-class FakeAsyncClient:
-    """Stands in for AsyncOpenSearch in the driver's unit test only (the integration test uses the node)."""
+async def answer_search(index: str) -> dict[str, Any]:
+    """The async client's search in the driver's unit test only (the integration test uses the node)."""
+    if index == "a":
+        from opensearchpy.exceptions import TransportError
 
-    async def search(self, index: str) -> dict[str, Any]:
-        if index == "a":
-            from opensearchpy.exceptions import TransportError
-
-            raise TransportError(400, "refused", {"error": "refused"})
-        return {"index": index}
-
-    async def close(self) -> None:
-        pass
+        raise TransportError(400, "refused", {"error": "refused"})
+    return {"index": index}
 
 
 def settings() -> Settings:
     return Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, max_retries=0, timeout_s=2)
 
 
-def test_async_driver_runs_work_off_the_loop_and_throws_refusals_back() -> None:
+def test_async_driver_runs_work_off_the_loop_and_throws_refusals_back(fake_async_client: Any) -> None:
+    fake_async_client.search.side_effect = answer_search
     client = AsyncSearchClient(settings())
-    client._client = FakeAsyncClient()
+    client._client = fake_async_client
     log: list[str] = []
 
     async def main() -> tuple[tuple[Any, int], int]:
@@ -60,6 +56,7 @@ def test_async_driver_runs_work_off_the_loop_and_throws_refusals_back() -> None:
     assert got == {"index": "b"}
     assert work_thread != loop_thread  # the CPU step ran in a worker thread
     assert log == ["recovered: OpenSearch first failed: 400 refused"]
+    assert [c.kwargs for c in fake_async_client.search.await_args_list] == [{"index": "a"}, {"index": "b"}]
 
 
 def test_sync_driver_answers_the_same_steps_inline() -> None:

@@ -16,6 +16,7 @@ import pytest
 from osrag import query
 from osrag.admin import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
+from osrag.connection import Cluster
 from osrag.context import (
     CONTEXT_FIELD,
     ChatContext,
@@ -217,18 +218,20 @@ def test_chunk_source_stores_the_context_only_when_there_is_one() -> None:
     assert CONTEXT_FIELD not in chunk_source(DOC, c, "vm/resize@v1", [0.0], "2026-12-01T00:00:00+00:00")
 
 
-def _ingester(**kw: Any) -> Ingester:
+def _ingester(cluster: Cluster, **kw: Any) -> Ingester:
     admin = Mock(spec=Admin)
-    admin.cluster = Mock()
+    admin.cluster = cluster
     return Ingester(Settings(_env_file=None, **kw), admin=admin)
 
 
-def test_the_contextualizer_recipe_is_part_of_the_version_and_none_changes_nothing() -> None:
-    plain, outline = _ingester(), _ingester(contextualizer="outline")
+def test_the_contextualizer_recipe_is_part_of_the_version_and_none_changes_nothing(
+    fake_cluster: Cluster,
+) -> None:
+    plain, outline = _ingester(fake_cluster), _ingester(fake_cluster, contextualizer="outline")
     assert plain._version(DOC, "m") != outline._version(DOC, "m")
     assert plain.recipe_key("m", "c") != outline.recipe_key("m", "c")
     # "none" hashes exactly what an ingester with no contextualizer at all did (old indices keep their versions).
-    explicit_none = _ingester()
+    explicit_none = _ingester(fake_cluster)
     explicit_none.contextualizer = NoContext()
     assert explicit_none._version(DOC, "m") == plain._version(DOC, "m")
 
