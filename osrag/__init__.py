@@ -5,6 +5,7 @@ Importing the package does no I/O: clients and models load on first use.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -27,26 +28,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from osrag.settings import Settings
 
 
+#: Where each public name is defined: loaded on first use, so `import osrag` stays cheap (no torch,
+#: no client) until one is asked for.
+_DEFINED_IN = {
+    "PUBLIC": "osrag.access",
+    "Principal": "osrag.access",
+    "AsyncSearchClient": "osrag.asearch",
+    "OsragError": "osrag.errors",
+    "SearchClient": "osrag.search",
+    "Settings": "osrag.settings",
+}
+
+
 def __getattr__(name: str) -> Any:
-    # Lazy so `import osrag` stays cheap (no torch, no client) until asked.
-    if name == "Settings":
-        from osrag.settings import Settings
-
-        return Settings
-    if name == "SearchClient":
-        from osrag.search import SearchClient
-
-        return SearchClient
-    if name == "AsyncSearchClient":
-        from osrag.asearch import AsyncSearchClient
-
-        return AsyncSearchClient
-    if name in ("Principal", "PUBLIC"):
-        from osrag import access
-
-        return getattr(access, name)
-    if name == "OsragError":
-        from osrag.errors import OsragError
-
-        return OsragError
-    raise AttributeError(f"module 'osrag' has no attribute {name!r}")
+    module = _DEFINED_IN.get(name)
+    if module is None:
+        raise AttributeError(f"module 'osrag' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
