@@ -81,6 +81,46 @@ def _count(into: dict[str, int], key: str) -> None:
 
 
 # ---------------------------------------------------------------- the tree
+class _RootRules:
+    """The rules file of each root, read once per tree, and the report of what they did."""
+
+    def __init__(self, options: ReadOptions, report: ReadReport) -> None:
+        self.options = options
+        self.report = report
+        self._cache: dict[Path, Rules | None] = {}
+
+    def rules_for(self, root: Path) -> Rules | None:
+        if root not in self._cache:
+            opts = self.options
+            got = opts.rules if opts.rules is not None else rules_at(root)
+            if got is not None and opts.variables:
+                got = got.with_variables(opts.variables)
+            if got is not None and got.source not in self.report.rules_files:
+                self.report.rules_files.append(got.source)
+            self._cache[root] = got
+        return self._cache[root]
+
+    def excluded(self, glob: str) -> None:
+        _count(self.report.excluded, glob)
+
+
+class _Recorded:
+    """An include loader that remembers the files it read (a document's ``includes``)."""
+
+    def __init__(self, root: Path, max_bytes: int) -> None:
+        self._root, self._max_bytes = root, max_bytes
+        self._files: FileIncludes | None = None  # made on the first include (most files have none)
+        self.read: list[str] = []
+
+    def __call__(self, target: str, including: str) -> tuple[str, str] | None:
+        if self._files is None:
+            self._files = FileIncludes(self._root, self._max_bytes)
+        got = self._files(target, including)
+        if got is not None:
+            self.read.append(got[0])
+        return got
+
+
 def read_tree(
     paths: Sequence[str | Path],
     options: ReadOptions,
@@ -91,24 +131,9 @@ def read_tree(
 
     ``before_read(path, root, rules)``: asked before a file is read; what it returns (e.g. the
     ingest's "unchanged since the last ingest", ``osrag.sync``) is yielded instead of reading."""
-    rep = report if report is not None else ReadReport()
-    cache: dict[Path, Rules | None] = {}
-
-    def rules_for(root: Path) -> Rules | None:
-        if root not in cache:
-            got = options.rules if options.rules is not None else rules_at(root)
-            if got is not None and options.variables:
-                got = got.with_variables(options.variables)
-            if got is not None and got.source not in rep.rules_files:
-                rep.rules_files.append(got.source)
-            cache[root] = got
-        return cache[root]
-
-    def excluded(glob: str) -> None:
-        _count(rep.excluded, glob)
-
+    roots = _RootRules(options, report if report is not None else ReadReport())
     for found in walk(
-        paths, follow_symlinks=options.follow_symlinks, rules_for=rules_for, on_excluded=excluded
+        paths, follow_symlinks=options.follow_symlinks, rules_for=roots.rules_for, on_excluded=roots.excluded
     ):
         shown = display_path(found.path)
         if found.skip is not None:
@@ -118,7 +143,7 @@ def read_tree(
             yield shown, DocumentError(shown, found.fail)
             continue
         # A file named on the command line gets --rules (its folder's osrag.yaml is for the folder).
-        rules = rules_for(found.root) if found.in_tree else options.rules
+        rules = roots.rules_for(found.root) if found.in_tree else options.rules
         if rules is None and options.variables:
             rules = Rules(variables=dict(options.variables))
         elif rules is not None and not found.in_tree and options.variables:
@@ -135,7 +160,7 @@ def read_tree(
                 options.collection,
                 rules=rules,
                 base_url=options.base_url,
-                report=rep,
+                report=roots.report,
             )
         except DocumentError as exc:
             yield shown, exc
@@ -184,18 +209,10 @@ def read_document(
     else:
         conv = convert(path, raw, fmt)
         body = conv.markdown
-    included: list[str] = []  # files its include directives read (osrag.sync watches them)
+    files = _Recorded(root, max_bytes)  # the files its include directives read (osrag.sync watches them)
     if fmt == "markdown":  # the team's dialect -> readable Markdown (osrag.chunking.dialects)
-        files = FileIncludes(root, max_bytes)
-
-        def include(target: str, including: str) -> tuple[str, str] | None:
-            got = files(target, including)
-            if got is not None:
-                included.append(got[0])
-            return got
-
         try:
-            reading = read_markdown(body, variables=variables, include=include, key=rel.as_posix())
+            reading = read_markdown(body, variables=variables, include=files, key=rel.as_posix())
         except Exception as exc:  # a reader bug fails this file, not the ingest
             raise DocumentError(name, f"cannot read its Markdown: {type(exc).__name__}: {exc}") from exc
         body, notes = reading.text, reading.notes
@@ -227,8 +244,8 @@ def read_document(
     metadata: dict[str, Any] = {k: meta[k] for k in _DOC_FIELDS if k in meta}
     metadata["archived"] = bool(meta.get("archived", False))  # a real boolean (osrag.frontmatter)
     metadata["format"] = fmt
-    if included:
-        metadata["includes"] = sorted(set(included))
+    if files.read:
+        metadata["includes"] = sorted(set(files.read))
     if front.meta:
         metadata["meta"] = front.meta
     if base_url:

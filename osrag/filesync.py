@@ -69,6 +69,9 @@ class FileSync:
         self.stored: dict[str, dict[str, list[StoredFile]]] = {}  # collection -> origin -> docs
         self.found: dict[str, set[str]] = {}  # collection -> origins found in this run
         self.read_as: dict[str, str] = {}  # origin -> the doc_id it gave in this run
+        self._stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}  # shown path -> stamp
+        self._recipes: dict[tuple[str, int], str] = {}  # (collection, rules) -> recipe
+        self._digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
 
     def begin(self, index: str, model_name: str) -> None:
         """Called under the write lock, before the first file is stamped."""
@@ -83,39 +86,38 @@ class FileSync:
     def items(self, paths: Sequence[str | Path]) -> Iterator[Item]:
         """The files under ``paths`` as ``read_tree`` reads them, except that a file whose stamp
         is the stored one is not read at all (``before_read``)."""
-        opts = self.options
-        stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}
-        recipes: dict[tuple[str, int], str] = {}
-        digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
-
-        def before_read(path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
-            coll = opts.collection or collection_of(root)
-            self.found.setdefault(coll, set()).add(origin_of(path, root, coll))
-            key = (coll, id(rules))
-            if key not in recipes:
-                recipes[key] = self.recipe_key(self.model_name, coll, repr((rules, opts.base_url)))
-            stamp = stamp_file(path, root, coll, recipes[key], opts.max_bytes)
-            if stamp is None:
-                return None
-            if root not in digests:
-                digests[root] = bytes_digest(root.resolve(), opts.max_bytes)
-            known = self._stored(coll).get(stamp.origin, [])
-            if unchanged(stamp, known, digests[root]):
-                return Unchanged(display_path(path), stamp, known[0].doc_id)
-            stamps[display_path(path)] = (stamp, digests[root])
-            return None
-
-        for shown, got in read_tree(paths, opts, self.read_report, before_read):
+        for shown, got in read_tree(paths, self.options, self.read_report, self.before_read):
             if isinstance(got, Unchanged):
                 yield Item(shown, None, got.stamp, doc_id=got.doc_id)
                 continue
-            stamped = stamps.pop(shown, None)
+            stamped = self._stamps.pop(shown, None)
             stamp = None
             if stamped is not None and isinstance(got, Document):
                 # The stamp covers the files its includes read (an edited include changes it).
                 stamp = with_includes(stamped[0], got.metadata.get("includes") or (), stamped[1])
                 self.read_as[stamp.origin] = got.doc_id
             yield Item(shown, got, stamp)
+
+    def before_read(self, path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
+        """Asked by ``read_tree`` before it reads a file: ``Unchanged`` when the file's stamp is
+        its stored document's (the file is then not read), else None (its stamp is kept for
+        the item)."""
+        opts = self.options
+        coll = opts.collection or collection_of(root)
+        self.found.setdefault(coll, set()).add(origin_of(path, root, coll))
+        key = (coll, id(rules))
+        if key not in self._recipes:
+            self._recipes[key] = self.recipe_key(self.model_name, coll, repr((rules, opts.base_url)))
+        stamp = stamp_file(path, root, coll, self._recipes[key], opts.max_bytes)
+        if stamp is None:
+            return None
+        if root not in self._digests:
+            self._digests[root] = bytes_digest(root.resolve(), opts.max_bytes)
+        known = self._stored(coll).get(stamp.origin, [])
+        if unchanged(stamp, known, self._digests[root]):
+            return Unchanged(display_path(path), stamp, known[0].doc_id)
+        self._stamps[display_path(path)] = (stamp, self._digests[root])
+        return None
 
     def prune(self, index: str) -> list[str]:
         """Remove (atomically per document, ``VersionStore.remove``) the documents of the
