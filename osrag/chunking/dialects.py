@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from markdown_it.token import Token
 
 from osrag.chunking.asciidoc import adoc_tables
 from osrag.chunking.directive import IncludeLoader, ReadContext
-from osrag.chunking.parser import block_tokens
+from osrag.chunking.parser import block_tokens, share_tokens
 from osrag.chunking.render import Out, Renderer
 
 logger = logging.getLogger(__name__)
@@ -120,17 +122,12 @@ def _strip_libs(text: str) -> str:
     return "\n".join(lines[j:])
 
 
-def _read(
-    text: str, ctx: ReadContext, key: str, stack: tuple[str, ...], tags: frozenset[str] | None = None
-) -> str:
-    text = _strip_libs(text.replace("\r\n", "\n"))
-    tokens = block_tokens(text, containers=True)
-    if "|===" in text:  # AsciiDoc tables first: their rows are not Markdown, the parser misreads them
-        fenced = {k for t in tokens if t.type == "fence" and t.map for k in range(*t.map)}
-        converted = adoc_tables(text, fenced)
-        if converted != text:
-            text, tokens = converted, block_tokens(converted, containers=True)
-    lines = text.split("\n")
+def _walk(
+    tokens: Sequence[Token], lines: list[str], ctx: ReadContext, key: str
+) -> tuple[list[bool], dict[int, tuple[str, str]], list[str]]:
+    """The markdown-it token walk: which lines are code (copied verbatim), which lines open or close
+    a container, an admonition or a MyST directive (``replace``: line -> (kind, payload)), and the
+    fences that never close (closed at the end). Dedents an admonition's body in ``lines``."""
     code = [False] * len(lines)
     replace: dict[int, tuple[str, str]] = {}  # line -> (kind, payload) for ::: containers
     unclosed: list[str] = []
@@ -181,6 +178,34 @@ def _read(
                 ):
                     replace[end] = ("close", "")
                     break
+    return code, replace, unclosed
+
+
+#: A text with none of these holds nothing for the token walk (a fence needs ``` or ~~~, indented
+#: code four spaces or a tab, a container :::, an admonition !!! or ???; |=== is an AsciiDoc table),
+#: so the reader does not parse it: the chunker's parse is then the file's only one.
+_STRUCTURE_MARKS = ("```", "~~~", "    ", "\t", ":::", "!!!", "???", "|===")
+
+
+def _structure_tokens(text: str) -> tuple[Token, ...]:
+    """The parse the token walk needs, or none when the text cannot hold what it looks for."""
+    if not any(m in text for m in _STRUCTURE_MARKS):
+        return ()
+    return block_tokens(text, containers=True)
+
+
+def _read(
+    text: str, ctx: ReadContext, key: str, stack: tuple[str, ...], tags: frozenset[str] | None = None
+) -> str:
+    text = _strip_libs(text.replace("\r\n", "\n"))
+    tokens = _structure_tokens(text)
+    if "|===" in text:  # AsciiDoc tables first: their rows are not Markdown, the parser misreads them
+        fenced = {k for t in tokens if t.type == "fence" and t.map for k in range(*t.map)}
+        converted = adoc_tables(text, fenced)
+        if converted != text:
+            text, tokens = converted, block_tokens(converted, containers=True)
+    lines = text.split("\n")
+    code, replace, unclosed = _walk(tokens, lines, ctx, key)
     out = Out()
     render = Renderer(ctx, key, stack, tags, out, _read)
     prose: list[str] = []
@@ -206,7 +231,10 @@ def _read(
     for fence in reversed(unclosed):
         result = result.rstrip("\n") + "\n" + fence + "\n"
     # the file's own ending (a text without directives reads back unchanged)
-    return result.rstrip("\n") + "\n" * (len(text) - len(text.rstrip("\n")) or bool(unclosed))
+    result = result.rstrip("\n") + "\n" * (len(text) - len(text.rstrip("\n")) or bool(unclosed))
+    if len(stack) == 1 and tokens and result == text:  # read back unchanged: one parse serves both
+        share_tokens(text, tokens)
+    return result
 
 
 #: Kinds of reader notes, by the words their messages carry (checked in this order).

@@ -17,6 +17,8 @@ headings, which ``inline_text`` parses on demand.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
@@ -74,14 +76,42 @@ def block_tokens(text: str, containers: bool = False) -> tuple[Token, ...]:
     numbers in ``Token.map`` count ``\\n`` only.
 
     A lone ``\\r`` (a line break to markdown-it, not to the chunker's line table) becomes a
-    space first, so both agree on line numbers."""
-    return _cached_tokens(text, containers)
+    space first, so both agree on line numbers. The title and the chunker parse the same text
+    right after each other: the last few parses are remembered."""
+    key = (text, containers)
+    with _LOCK:
+        got = _RECENT.get(key)
+        if got is not None:
+            _RECENT.move_to_end(key)
+            return got
+    tokens = tuple(_parser(containers).parse(text.replace("\r", " ") if "\r" in text else text))
+    _remember(key, tokens)
+    return tokens
 
 
-@lru_cache(maxsize=4)
-def _cached_tokens(text: str, containers: bool) -> tuple[Token, ...]:
-    """The title and the chunker parse the same text right after each other: parse it once."""
-    return tuple(_parser(containers).parse(text.replace("\r", " ") if "\r" in text else text))
+def share_tokens(text: str, tokens: tuple[Token, ...]) -> bool:
+    """Offer the reader's parse (containers on) of ``text`` as its plain parse, so the chunker and
+    the title do not parse the same text again. Taken only when the parse holds no container or
+    admonition token: then the two parsers, which differ only by those rules, agree token for
+    token. Returns whether it was taken."""
+    if any(t.type.startswith(("container_", "admonition_")) for t in tokens):
+        return False
+    _remember((text, False), tokens)
+    return True
+
+
+#: How many parses are remembered (keyed by text and parser).
+RECENT_PARSES = 4
+_RECENT: OrderedDict[tuple[str, bool], tuple[Token, ...]] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _remember(key: tuple[str, bool], tokens: tuple[Token, ...]) -> None:
+    with _LOCK:
+        _RECENT[key] = tokens
+        _RECENT.move_to_end(key)
+        while len(_RECENT) > RECENT_PARSES:
+            _RECENT.popitem(last=False)
 
 
 def inline_text(source: str) -> str:
