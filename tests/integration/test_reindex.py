@@ -509,7 +509,7 @@ def test_interrupted_reindex_drops_its_index_and_releases_the_lock(
     seen: list[str] = []
 
     def ctrl_c(done: int, total: int) -> None:
-        seen.append(lock_of(admin, old)["target"])
+        seen.append(lock_of(admin, old).target)
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -545,7 +545,7 @@ def test_live_and_foreign_locks_are_respected_and_abort_releases_a_dead_one(
         assert r.cleanup(keep=0) == []  # the index being built is not "old"
         proc = run_cli(settings, tmp_path, "reindex", "--dry-run")
         assert proc.returncode == 0 and "still running" in proc.stdout
-        assert exists(client, half) and lock_of(admin, old)["target"] == half
+        assert exists(client, half) and lock_of(admin, old).target == half
     finally:
         sleeper.kill()
         sleeper.wait()

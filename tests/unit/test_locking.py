@@ -239,3 +239,19 @@ def test_read_writer_ignores_a_lease_that_ran_out(fake_cluster: Any, node: Any) 
     assert locking.read_writer(fake_cluster, ALIAS) == w
     node.put(STATE, HIDDEN_ID, {"keys": [], "writer": w.leased(now_ms - 1).as_dict()})
     assert locking.read_writer(fake_cluster, ALIAS) is None
+
+
+def test_the_dev_launcher_asks_the_same_liveness_check(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osrag.devnode import process
+
+    pid_file = tmp_path / "node.pid"
+    pid_file.write_text(f"{os.getpid()}\n")
+    assert process.read_pid(pid_file) == os.getpid()
+    pid_file.write_text(str(dead_pid()))
+    assert process.read_pid(pid_file) is None
+    asked: list[int] = []
+    monkeypatch.setattr(process, "pid_alive", lambda pid: asked.append(pid) or False)
+    pid_file.write_text("4242")
+    assert process.read_pid(pid_file) is None and asked == [4242]
