@@ -11,6 +11,8 @@ Pure functions: no I/O, no randomness. Markdown is parsed by markdown-it-py (Com
 tables), never by hand. The package, bottom floor first (each module imports only the ones above it):
 
 - ``model``: ``Document``, ``Section``, ``Chunk``, ``ChunkingConfig``, the token counter;
+- ``linecounts``: a tokenizer's counts by line where the sum of the lines' counts is the count
+  (``osrag.embedding.count_tokens_with`` uses it: each distinct line is tokenized once);
 - ``parser``: the markdown-it-py parser (block tokens with source lines, fences lenient about
   backticks in the info string);
 - ``directive``, ``tags``, ``scanner``, ``asciidoc``, ``render``: the reader's parts (what a directive is;

@@ -16,10 +16,9 @@ tokenizers of both kinds); only the time differs.
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 #: Normalizers that act on each character alone (a line break is never composed or replaced).
@@ -33,10 +32,10 @@ _FINER_PRE_TOKENIZERS = frozenset({"Punctuation", "Digits"})
 #: Post-processors that add nothing when special tokens are not asked for.
 _QUIET_POST_PROCESSORS = frozenset({"TemplateProcessing", "BertProcessing", "RobertaProcessing", "ByteLevel"})
 
-#: Distinct lines remembered per tokenizer, and the longest line remembered (longer ones are counted
-#: each time: they are rare, and memory stays bounded).
-LINE_CACHE = 32_768
-LINE_CACHE_CHARS = 8192
+#: Characters of lines remembered per tokenizer (all forgotten at once when full: memory stays
+#: bounded whatever the texts), and the longest line remembered (longer ones are counted each time).
+LINE_CACHE_CHARS = 8_000_000
+LONGEST_CACHED_LINE = 8192
 
 
 def _types(part: Mapping[str, Any] | None, key: str) -> list[str]:
@@ -79,7 +78,9 @@ class LineCounts:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.by_line = splits_at_newlines(tokenizer)
-        self._line: Callable[[str], int] = functools.lru_cache(maxsize=LINE_CACHE)(self._whole)
+        self._lines: dict[str, int] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
 
     def _whole(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
@@ -87,8 +88,24 @@ class LineCounts:
     def __call__(self, text: str) -> int:
         if not self.by_line:
             return self._whole(text)
-        line, whole = self._line, self._whole
-        return sum(line(s) if len(s) <= LINE_CACHE_CHARS else whole(s) for s in text.split("\n"))
+        total = 0
+        for line in text.split("\n"):
+            n = self._lines.get(line)
+            if n is None:
+                n = self._whole(line)
+                if len(line) <= LONGEST_CACHED_LINE:
+                    self._remember(line, n)
+            total += n
+        return total
+
+    def _remember(self, line: str, n: int) -> None:
+        with self._lock:
+            if self._chars + len(line) > LINE_CACHE_CHARS:
+                self._lines.clear()
+                self._chars = 0
+            if line not in self._lines:
+                self._lines[line] = n
+                self._chars += len(line)
 
 
 _COUNTS: dict[int, LineCounts] = {}

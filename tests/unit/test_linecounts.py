@@ -112,3 +112,16 @@ def test_count_tokens_with_keeps_the_character_bound() -> None:
 
 def test_not_a_tokenizer_is_not_counted_by_line() -> None:
     assert not splits_at_newlines(object())
+
+
+def test_the_line_cache_stays_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    import osrag.chunking.linecounts as lc
+
+    monkeypatch.setattr(lc, "LINE_CACHE_CHARS", 100)
+    tok = ADDITIVE["word-level, whitespace"]()
+    counts = LineCounts(tok)
+    text = "\n".join(f"строка номер {i} с несколькими словами" for i in range(40))
+    assert counts(text) == whole(tok, text)
+    assert counts(text) == whole(tok, text)  # counted again after the cache was emptied
+    assert 0 < counts._chars <= 100
+    assert sum(len(s) for s in counts._lines) == counts._chars
