@@ -209,9 +209,11 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
     assert t.is_alive(), result
     # The batch writes now (its lock check passed before the lock existed).
     write_corpus(tmp_path / "kb", "v2", 10)
-    import osrag.indexing
+    import osrag.ingest_target
 
-    monkeypatch.setattr(osrag.indexing, "read_lock", lambda cluster, alias: None)  # its checks saw no lock
+    monkeypatch.setattr(
+        osrag.ingest_target, "read_lock", lambda cluster, alias: None
+    )  # its checks saw no lock
     assert Ingester(settings).ingest([kb]).indexed == 10
     locking.unregister_writer(admin.cluster, settings.alias, batch.token)
     t.join(timeout=300)
