@@ -113,10 +113,12 @@ class AsyncSearchClient(QuerySteps):
         filters: Mapping[str, Any] | None = None,
         pipeline: str | None = None,
         principal: Principal | None = None,
+        vectors: bool = True,
     ) -> Retrieval:
         """Candidates only, as ``SearchClient.retrieve``."""
         who = self.principal_for(principal)
-        return await self._run(self._retrieve(question, mode, depth, parse_filters(filters), who, pipeline))
+        flt = parse_filters(filters)
+        return await self._run(self._retrieve(question, mode, depth, flt, who, pipeline, vectors=vectors))
 
     async def section(
         self,

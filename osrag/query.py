@@ -309,9 +309,9 @@ VECTOR_SCRIPT = {
     ),
     "params": {"f": "embedding"},
 }
-#: How candidates' vectors travel: ``doc`` (the script field) or ``source`` (``_source``, for a
-#: cluster that refuses inline scripts).
-VECTOR_WAYS = ("doc", "source")
+#: How candidates' vectors travel: ``doc`` (the script field), ``source`` (``_source``, for a
+#: cluster that refuses inline scripts) or ``none`` (not at all: a caller that only ranks).
+VECTOR_WAYS = ("doc", "source", "none")
 
 
 def candidates_body(
@@ -346,6 +346,8 @@ def candidates_body(
     if vectors == "doc":
         body["_source"] = {"excludes": ["body", "embedding"]}
         body["script_fields"] = {VECTOR_FIELD: {"script": dict(VECTOR_SCRIPT)}}
+    elif vectors == "none":
+        body["_source"] = {"excludes": ["body", "embedding"]}
     else:
         body["_source"] = {"excludes": ["body"]}
     if aggs:

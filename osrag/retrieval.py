@@ -58,6 +58,9 @@ class Ask:
     filters: list[dict[str, Any]]
     pipeline: str | None = None
     evidence: bool = False
+    #: Whether candidates bring their stored vectors (selection's duplicate test and the gate's
+    #: cosine need them; a caller comparing heads may not).
+    vectors: bool = True
 
     @property
     def embeds(self) -> bool:
@@ -74,6 +77,7 @@ def checked_ask(
     default_depth: int,
     pipeline: str | None = None,
     evidence: bool = False,
+    vectors: bool = True,
 ) -> Ask:
     """The ``Ask``, or an ``InputError`` naming what is wrong (before any request)."""
     q = validate_question(question)
@@ -82,7 +86,9 @@ def checked_ask(
     depth = default_depth if depth is None else depth
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1000:
         raise InputError(f"candidate depth must be between 1 and 1000, got {depth}")
-    return Ask(q, lexical_text(q), mode, depth, filters, pipeline, evidence)
+    if not isinstance(vectors, bool):
+        raise InputError(f"vectors must be true or false, got {vectors!r}")
+    return Ask(q, lexical_text(q), mode, depth, filters, pipeline, evidence, vectors)
 
 
 def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, IndexMeta, dict[str, Any]]:

@@ -156,6 +156,7 @@ class Retriever:
         principal: Principal,
         pipeline: str | None = None,
         evidence: bool = False,
+        vectors: bool = True,
     ) -> Steps[Retrieval]:
         """Candidates for ``question``; with ``evidence``, the relevance gate's evidence rides on
         the same request (``osrag.gate``) and comes back as ``Retrieval.analysis``."""
@@ -167,6 +168,7 @@ class Retriever:
             default_depth=self.s.candidate_depth,
             pipeline=pipeline,
             evidence=evidence,
+            vectors=vectors,
         )
         caps = yield from self._capabilities()
         timings: dict[str, float] = {}
@@ -206,7 +208,7 @@ class Retriever:
             fetch=min(2 * ask.depth, 1000) if python_collapse else ask.depth,
             server_collapse=server_collapse,
             ef_search=self.s.hnsw_ef_search,
-            vectors=self._vectors,
+            vectors=self._vectors if ask.vectors else "none",
             pipeline=pipeline_name(self.s.alias, self.s.fusion),
         )
         t0 = time.perf_counter()

@@ -227,6 +227,7 @@ class SearchClient(QuerySteps):
         filters: Mapping[str, Any] | None = None,
         pipeline: str | None = None,
         principal: Principal | None = None,
+        vectors: bool = True,
     ) -> Retrieval:
         """The candidates of ``question`` before the gate, rerank and budget: what ``search``
         starts from, for comparing retrieval heads, fusions and depths.
@@ -240,9 +241,12 @@ class SearchClient(QuerySteps):
         ``rank`` as attributes, the whole stored chunk as ``source`` (an
         ``osrag.records.ChunkSource``, its vector as ``source.embedding``). The scores the
         gate and the cross-encoder add (``coverage``, ``cosine``, ``relevance``,
-        ``rerank``) are filled by ``search`` only."""
+        ``rerank``) are filled by ``search`` only. ``vectors=False`` leaves the stored vectors on
+        the server (``source.embedding`` is None): a lighter request for a caller that only
+        ranks."""
         who = self.principal_for(principal)
-        return self._run(self._retrieve(question, mode, depth, parse_filters(filters), who, pipeline))
+        flt = parse_filters(filters)
+        return self._run(self._retrieve(question, mode, depth, flt, who, pipeline, vectors=vectors))
 
     def section(
         self,

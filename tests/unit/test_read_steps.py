@@ -173,3 +173,24 @@ def test_selection_walks_the_candidates_themselves() -> None:
     bad = cand("n", "t", -1, 1.0)
     with pytest.raises(ValueError, match="tokens must be an integer"):
         select([bad], 10)
+
+
+@pytest.mark.parametrize("vectors", [True, False])
+def test_retrieve_leaves_the_vectors_on_the_server_only_when_asked(vectors: bool) -> None:
+    bodies: list[dict[str, Any]] = []
+    node = Node(f"{ALIAS}-1")
+
+    def answer(step: Call | Work) -> Any:
+        if isinstance(step, Call) and step.method == "search":
+            bodies.append(step.kwargs["body"])
+        return node(step)
+
+    sc = client(collapse_duplicates=False)
+    sc._run = lambda steps: run_steps(steps, answer)  # type: ignore[method-assign]
+    got = sc.retrieve("возврат", mode="bm25", principal=PUBLIC, vectors=vectors)
+    assert [h.chunk_id for h in got.hits] == ["d:0"]
+    (body,) = bodies
+    assert "embedding" in body["_source"]["excludes"]
+    assert ("script_fields" in body) is vectors
+    with pytest.raises(InputError, match="vectors must be true or false"):
+        sc.retrieve("возврат", mode="bm25", principal=PUBLIC, vectors="no")  # type: ignore[arg-type]

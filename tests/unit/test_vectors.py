@@ -33,6 +33,8 @@ def test_the_default_body_asks_for_vectors_by_script_field_and_not_in_source() -
     old = candidates_body("bm25", "возврат", None, 10, [], vectors="source")
     assert old["_source"] == {"excludes": ["body"]} and "script_fields" not in old
     assert vectors_in_source(body) == old
+    none = candidates_body("bm25", "возврат", None, 10, [], vectors="none")
+    assert none["_source"] == {"excludes": ["body", "embedding"]} and "script_fields" not in none
     with pytest.raises(ValueError, match="vectors must be one of"):
         candidates_body("bm25", "возврат", None, 10, [], vectors="stored")
 
