@@ -109,7 +109,7 @@ def client_options(settings: Settings, asynchronous: bool = False) -> dict[str, 
         max_retries=settings.max_retries,
         retry_on_timeout=True,
         retry_on_status=(429, 502, 503, 504),
-        http_compress=True,
+        http_compress=settings.http_compress,
         serializer=_serializer(),
         **auth_options(settings, asynchronous),
     )

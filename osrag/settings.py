@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     ca_certs: Path | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
+    # gzip of requests and answers: off, because on a node in the same network the server's
+    # compression costs more than the bytes it saves (bench/results/peer.md: ~5 ms per search at
+    # 10K chunks); on for a cluster behind a slow or metered link.
+    http_compress: bool = False
     # How the client proves who it is (README, "Authentication"). None: basic when OSRAG_USER or the
     # URL's user-info is set, else none. sigv4: AWS request signing (the aws extra), credentials from
     # the standard AWS chain; cert: a client certificate and key (mTLS); header: OSRAG_AUTH_HEADER sent

@@ -37,3 +37,12 @@ def test_bad_hosts_are_one_line_without_the_password(hosts: str, needle: str) ->
     with pytest.raises(InvalidSetting, match=needle) as err:
         load_settings(url="http://127.0.0.1:9220", hosts=hosts, _env_file=None)
     assert "s3cret" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_gzip_is_off_unless_the_settings_turn_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert client_options(load_settings(_env_file=None))["http_compress"] is False
+    monkeypatch.setenv("OSRAG_HTTP_COMPRESS", "true")
+    assert client_options(load_settings(_env_file=None))["http_compress"] is True
+    monkeypatch.setenv("OSRAG_HTTP_COMPRESS", "maybe")
+    with pytest.raises(InvalidSetting, match="OSRAG_HTTP_COMPRESS"):
+        load_settings(_env_file=None)
