@@ -22,7 +22,7 @@ import functools
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from osrag.embedding import count_tokens_with
@@ -170,7 +170,7 @@ def budget_counter(settings: Settings, embedder: Callable[[], Embedder]) -> Coun
     return model_counter(embedder())
 
 
-def same_counter(meta: IndexMeta | Mapping[str, Any], counter: Counter) -> bool:
+def same_counter(meta: IndexMeta, counter: Counter) -> bool:
     """Whether the index's stored ``token_count`` values were counted by ``counter``.
 
     An index written before the identity was recorded counted with its embedding model
@@ -178,7 +178,7 @@ def same_counter(meta: IndexMeta | Mapping[str, Any], counter: Counter) -> bool:
     """
     if counter.kind == "callable":
         return False
-    stored = (meta if isinstance(meta, IndexMeta) else IndexMeta.from_meta(meta)).counter
+    stored = meta.counter
     if stored.fingerprint:
         return stored.fingerprint == counter.fingerprint
     return (

@@ -23,7 +23,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -346,22 +346,17 @@ def count_tokens_with(tokenizer: Any, text: str) -> int:
     return bounded_token_count(len(tokenizer(text, add_special_tokens=False)["input_ids"]), text)
 
 
-def _record(meta: IndexMeta | Mapping[str, Any] | None) -> IndexMeta:
-    """The record itself, or one read from a raw ``_meta.osrag`` mapping (while callers move over)."""
-    return meta if isinstance(meta, IndexMeta) else IndexMeta.from_meta(meta)
-
-
 def embedder_for(
     settings: Settings,
     model_name: str | None = None,
-    meta: IndexMeta | Mapping[str, Any] | None = None,
+    meta: IndexMeta | None = None,
 ) -> Embedder:
     """The embedder an index is pinned to (from its ``meta``), else the configured one.
 
     The index's prefixes and model fingerprint travel with it (for its own model only: a reindex
     to another model takes the settings'), so the first use refuses other files.
     """
-    rec = _record(meta)
+    rec = meta if meta is not None else IndexMeta()
     name = model_name or rec.embedding_model or settings.effective_embedding_model
     same = name == rec.embedding_model
     own_query = same and rec.query_prefix is not None
@@ -379,10 +374,9 @@ def embedder_for(
     )
 
 
-def require_same_model(meta: IndexMeta | Mapping[str, Any], embedder: Embedder) -> None:
+def require_same_model(meta: IndexMeta, embedder: Embedder) -> None:
     """Refuse to mix vectors of two models in one index."""
-    rec = _record(meta)
-    want, dim = rec.embedding_model, rec.dimension
+    want, dim = meta.embedding_model, meta.dimension
     if want is None:
         raise IndexStateError("index has no osrag _meta (not created by osrag?)")
     if embedder.model_name != want:
@@ -394,7 +388,7 @@ def require_same_model(meta: IndexMeta | Mapping[str, Any], embedder: Embedder) 
         raise ConfigError(
             f"embedding dimension {embedder.dimension} does not match the index's {dim}; run `osrag reindex`"
         )
-    want_fp = rec.embedding_fingerprint
+    want_fp = meta.embedding_fingerprint
     got_fp = embedder.fingerprint if want_fp else None
     if want_fp and got_fp and got_fp != want_fp:
         raise ConfigError(

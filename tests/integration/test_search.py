@@ -30,6 +30,7 @@ from osrag.envelope import Envelope, render_text
 from osrag.errors import InputError
 from osrag.indexing import Ingester
 from osrag.query import MAX_QUESTION_CHARS
+from osrag.records import IndexMeta
 from osrag.rerank import Reranker
 from osrag.search import SearchClient
 from osrag.settings import Settings
@@ -383,7 +384,7 @@ def test_budget_is_never_exceeded_and_omissions_add_up(
     assert env.spent_tokens == sum(p.tokens for p in env.passages)
     assert [p.rank for p in env.passages] == list(range(1, len(env.passages) + 1))
     # token costs are the embedder's real counts of the delivered text
-    emb = embedder_for(corpus, meta={"embedding_model": "navec:news-300d"})
+    emb = embedder_for(corpus, meta=IndexMeta(embedding_model="navec:news-300d"))
     assert all(p.tokens == emb.count_tokens(p.text) for p in env.passages)
     # delivered + left out = everything relevant, each with its own cost, nothing twice
     delivered = [p.chunk_id for p in env.passages]
