@@ -35,7 +35,7 @@ def machine(model_row: str, **extra: str) -> dict[str, str]:
     import os
     import platform
 
-    from osrag.admin import Admin
+    from osrag.admin.installer import Admin
     from osrag.evaluation.report import machine_info
     from osrag.settings import Settings
 

@@ -34,7 +34,7 @@ import corpus_queries  # noqa: E402
 
 from osrag import AsyncSearchClient  # noqa: E402
 from osrag.access import Principal  # noqa: E402
-from osrag.search import SearchClient  # noqa: E402
+from osrag.search.client import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 MODEL = "navec:news-300d"

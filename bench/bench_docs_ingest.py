@@ -17,7 +17,7 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 3. ``--profile``: one more osrag ingest under cProfile; where the time went, by stage.
 
 Results go to ``bench/results/docs_ingest.md`` with the machine and its load. Every alias the run
-creates is dropped (``osrag.lifecycle``).
+creates is dropped (``osrag.admin.lifecycle``).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from osrag import lifecycle  # noqa: E402
-from osrag.admin import Admin  # noqa: E402
+from osrag.admin import lifecycle  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
 from osrag.embedding import Embedder, embedder_for  # noqa: E402
-from osrag.indexing import Ingester  # noqa: E402
+from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "docs_ingest.md"

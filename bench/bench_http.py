@@ -51,9 +51,9 @@ import jwt  # noqa: E402
 from bench_common import golden_questions, log  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin import Admin  # noqa: E402
-from osrag.asearch import AsyncSearchClient  # noqa: E402
-from osrag.indexing import Ingester  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
+from osrag.ingest.indexing import Ingester  # noqa: E402
+from osrag.search.asearch import AsyncSearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "http.md"

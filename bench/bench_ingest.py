@@ -9,7 +9,7 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
    files. *Prepared* (untimed): the same files read, chunked and embedded exactly as ingest does
    (``read_document``, ``chunk_document`` with the ingester's config and the model's token
    counter, ``encode_passages``), turned into ingest's own bulk actions (``versions.chunk_action``).
-   *Raw* (timed): those actions written serially by ingest's bulk writer (``osrag.bulk.write``,
+   *Raw* (timed): those actions written serially by ingest's bulk writer (``osrag.ingest.bulk.write``,
    one request of ``bulk_chunk_size`` actions in flight, index settings as the template makes
    them) into a fresh index of the
    same kind, then one refresh -- the floor any ingest path pays. *Whole* (timed): ``osrag
@@ -45,16 +45,16 @@ sys.path.insert(0, str(REPO / "bench"))
 import corpus  # noqa: E402
 from bench_common import machine as bench_machine  # noqa: E402
 
-from osrag import bulk  # noqa: E402
-from osrag.admin import Admin  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
 from osrag.chunking import chunk_document  # noqa: E402
-from osrag.documents import read_document  # noqa: E402
-from osrag.indexing import Ingester  # noqa: E402
+from osrag.ingest import bulk  # noqa: E402
+from osrag.ingest.documents import read_document  # noqa: E402
+from osrag.ingest.indexing import Ingester  # noqa: E402
+from osrag.ingest.versions import chunk_action, document_version, version_key  # noqa: E402
+from osrag.ingest.walking import find_files  # noqa: E402
 from osrag.names import state_index, utcnow  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
-from osrag.versions import chunk_action, document_version, version_key  # noqa: E402
 from osrag.vocabulary import PIPELINES  # noqa: E402
-from osrag.walking import find_files  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "ingest.md"
 MODEL = "navec:news-300d"

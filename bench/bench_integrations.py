@@ -37,13 +37,13 @@ from haystack import Pipeline  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin import Admin  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
 from osrag.envelope import Envelope  # noqa: E402
-from osrag.indexing import Ingester  # noqa: E402
+from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.integrations import haystack as hs  # noqa: E402
 from osrag.integrations import langchain as lc  # noqa: E402
 from osrag.integrations import llamaindex as li  # noqa: E402
-from osrag.search import SearchClient  # noqa: E402
+from osrag.search.client import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "integrations.md"

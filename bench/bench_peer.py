@@ -40,9 +40,9 @@ import corpus_queries  # noqa: E402
 from bench_common import pct  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin import Admin  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
-from osrag.search import SearchClient  # noqa: E402
+from osrag.search.client import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 MODEL = "navec:news-300d"
@@ -208,7 +208,7 @@ def sc_last_took(sc: SearchClient) -> float:
 
 def _record_took() -> None:
     """Wrap ``QuerySteps._retrieve`` so the last search's ``took`` is kept per client."""
-    from osrag import search as search_mod
+    from osrag.search import client as search_mod
 
     inner = search_mod.QuerySteps._retrieve
 

@@ -35,12 +35,12 @@ from bench_common import machine as bench_machine  # noqa: E402
 from query_report import MODES, write_report  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin import Admin  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
+from osrag.admin.locking import ensure_state_index  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
-from osrag.locking import ensure_state_index  # noqa: E402
 from osrag.names import utcnow  # noqa: E402
-from osrag.query import vectors_in_source  # noqa: E402
-from osrag.search import SearchClient  # noqa: E402
+from osrag.search.client import SearchClient  # noqa: E402
+from osrag.search.query import vectors_in_source  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "query.md"

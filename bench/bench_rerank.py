@@ -15,7 +15,7 @@ No OpenSearch needed. Run::
    ``--reps`` times; model loads and the ONNX export are timed separately and excluded):
    * ``before`` — the reranker as it was: ``CrossEncoder.predict`` over all pairs, the model's
      512-token limit, the library's truncation, batch 16, torch fp32;
-   * ``torch`` — osrag.rerank.Reranker, torch fp32, at 512 and at ``--max-length``;
+   * ``torch`` — osrag.search.rerank.Reranker, torch fp32, at 512 and at ``--max-length``;
    * ``onnx`` — the same model exported to ONNX Runtime, fp32, at ``--max-length``;
    * ``onnx-int8`` — the same with int8 dynamic quantisation, at ``--max-length`` and 512.
 4. Agreement. Per question, Spearman and Kendall rank correlation of the 40 scores of int8 vs fp32
@@ -52,8 +52,8 @@ from bench_common import log  # noqa: E402
 
 from osrag.evaluation.report import machine_info  # noqa: E402
 from osrag.model_loading import quiet_transformers  # noqa: E402
-from osrag.rerank import Reranker  # noqa: E402
-from osrag.rerank_models import load_cross_encoder, load_reranker_model  # noqa: E402
+from osrag.search.rerank import Reranker  # noqa: E402
+from osrag.search.rerank_models import load_cross_encoder, load_reranker_model  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "rerank.md"
 SEED = 20261201

@@ -26,8 +26,8 @@ from osrag.chunking import ChunkingConfig, Document, chunk_markdown, parse_secti
 from osrag.chunking.checks import code_lines, markup_left, starts_mid_sentence
 from osrag.chunking.dialects import read_markdown
 from osrag.chunking.markdown import markdown_title
-from osrag.frontmatter import normalise_newlines, split_front_matter
-from osrag.includes import FileIncludes
+from osrag.ingest.frontmatter import normalise_newlines, split_front_matter
+from osrag.ingest.includes import FileIncludes
 
 
 def _vars(items: list[str]) -> dict[str, str]:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import corpus_queries  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.search import SearchClient  # noqa: E402
+from osrag.search.client import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 MODEL = "navec:news-300d"

@@ -22,9 +22,9 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from osrag.access import PUBLIC, Principal
-    from osrag.asearch import AsyncSearchClient
     from osrag.errors import OsragError
-    from osrag.search import SearchClient
+    from osrag.search.asearch import AsyncSearchClient
+    from osrag.search.client import SearchClient
     from osrag.settings import Settings
 
 
@@ -33,9 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover
 _DEFINED_IN = {
     "PUBLIC": "osrag.access",
     "Principal": "osrag.access",
-    "AsyncSearchClient": "osrag.asearch",
+    "AsyncSearchClient": "osrag.search.asearch",
     "OsragError": "osrag.errors",
-    "SearchClient": "osrag.search",
+    "SearchClient": "osrag.search.client",
     "Settings": "osrag.settings",
 }
 

@@ -34,7 +34,7 @@ class Passage(BaseModel):
     tokens: int
     start: int | None = None  # character span of the body in the source document, for citations
     end: int | None = None
-    # Where a passage of a converted file sits in the original (see osrag.convert):
+    # Where a passage of a converted file sits in the original (see osrag.ingest.convert):
     source_format: str | None = None  # pdf, docx, html, pptx; None for Markdown and text
     page: int | None = None  # PDF pages the passage spans
     page_end: int | None = None

@@ -1,7 +1,7 @@
 """Who holds a lock, and whether that process still runs: ``LockRecord`` and the one liveness check.
 
 A record names its holder (a random token, pid, host, when it began; a reindex also its target,
-a writer what it does and when its lease runs out). ``osrag.locking`` alone turns the stored
+a writer what it does and when its lease runs out). ``osrag.admin.locking`` alone turns the stored
 documents into records and back; everything else reads their attributes. ``pid_alive`` is the
 one answer to "does this process still run" — the locks use it for their holders, and the dev
 launcher for the nodes it started.

@@ -241,7 +241,7 @@ def file_outcome(path: str, outcome: str, reason: str | None = None) -> None:
 
 
 def log_ingest(report: Any) -> None:
-    """The INFO summary of an ingest (an ``osrag.ingest_report.IngestReport``) and each failure's reason."""
+    """The INFO summary of an ingest (an ``osrag.ingest.ingest_report.IngestReport``) and each failure's reason."""
     for path, reason in getattr(report, "failed", ()):
         file_outcome(path, "failed", reason)
     if not ingest_log.isEnabledFor(logging.INFO):

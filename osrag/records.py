@@ -134,7 +134,7 @@ def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ChunkSource:
     """One stored chunk as the read path uses it (the strict mapping's fields; see
-    ``osrag.versions.chunk_source`` for the writer)."""
+    ``osrag.ingest.versions.chunk_source`` for the writer)."""
 
     chunk_id: str
     doc_id: str = ""

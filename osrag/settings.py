@@ -179,7 +179,7 @@ class Settings(BaseSettings):
     embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     # Opt-in disk cache of vectors by (model files, prefix, text): eval runs, re-ingests into new indices.
     embedding_cache_dir: Path | None = None
-    # Contextual retrieval (osrag.context): the context each chunk is embedded and BM25-indexed
+    # Contextual retrieval (osrag.ingest.context): the context each chunk is embedded and BM25-indexed
     # with. "outline" = title + breadcrumb + lead sentence; "chat" asks an OpenAI-compatible
     # endpoint (answers cached on disk by chunk hash). Changing it re-embeds every document.
     contextualizer: Literal["none", "outline", "chat"] = "none"
@@ -226,7 +226,7 @@ class Settings(BaseSettings):
     ingest_batch_chunks: Annotated[int, Field(ge=1, le=100_000)] = 2000
     # Bulk requests in flight at once (each with the same retries); 1 writes serially.
     bulk_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
-    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.locking.WriteLock): a
+    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.admin.locking.WriteLock): a
     # second one waits this long for the first, then stops with one line naming the holder.
     write_lock_wait_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 120.0
     candidate_depth: Annotated[int, Field(ge=1, le=10_000)] = 40  # 10000: OpenSearch's result window
@@ -241,7 +241,7 @@ class Settings(BaseSettings):
     dedup_cosine: Fraction = 0.95
     dedup_overlap: Fraction = 0.8
     # Relevance gate (used when no reranker scores the candidates). Coverage is the IDF-weighted
-    # share of the question's ru_search terms a chunk holds (osrag.gate, from the index's own
+    # share of the question's ru_search terms a chunk holds (osrag.search.gate, from the index's own
     # analysis); cosines are per model -- these are calibrated on BOTH eval sets with navec:news-300d.
     # min_*: some candidate must reach one of them (or hold a code the question names), else
     # «nothing relevant». At 0.25 / 0.60 that is 5 of 612 answerable dev questions (0.8 %) and

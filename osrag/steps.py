@@ -1,8 +1,8 @@
 """The steps of the query path: what it asks of OpenSearch (``Call``) and of the CPU (``Work``).
 
-The query path (``osrag.search.QuerySteps``) is a generator that yields these and is sent
+The query path (``osrag.search.client.QuerySteps``) is a generator that yields these and is sent
 their results, so that one path serves a sync driver (``run_steps``, used by
-``SearchClient``) and an async one (``osrag.asearch``). Pure: nothing here talks to a server.
+``SearchClient``) and an async one (``osrag.search.asearch``). Pure: nothing here talks to a server.
 """
 
 from __future__ import annotations

@@ -51,10 +51,10 @@ def install(
     """Install index templates and search pipelines; create the first index and alias.
 
     With --roles (run as a user allowed to use the security REST API) also the roles of
-    the alias; see osrag.roles for what each may do.
+    the alias; see osrag.admin.roles for what each may do.
     """
-    from osrag.admin import Admin
-    from osrag.roles import parse_groups
+    from osrag.admin.installer import Admin
+    from osrag.admin.roles import parse_groups
 
     if not roles and (dls_groups or dls_groups_from_index or map_users):
         raise click.UsageError("--dls-groups, --dls-groups-from-index and --map-user go with --roles")
@@ -78,7 +78,7 @@ def install(
         click.echo(f"created index {result['created_index']} behind alias {s.alias}")
     click.echo(f"installed templates and pipelines for {s.alias} -> {result['index']}")
     if roles:
-        from osrag.roles import install_roles
+        from osrag.admin.roles import install_roles
 
         report = install_roles(admin.cluster, s.alias, groups, dls_groups_from_index, map_users)
         for name, outcome in report.roles.items():
@@ -104,8 +104,8 @@ def install(
 @click.option("--json", "as_json", is_flag=True)
 def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bool) -> None:
     """Build a new index from the current template, verify it, switch the alias atomically."""
+    from osrag.admin.reindex import Reindexer
     from osrag.progress import Progress
-    from osrag.reindex import Reindexer
     from osrag.templates import TEMPLATE_VERSION
 
     if abort and (dry_run or embedding_model):
@@ -161,7 +161,7 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
 @click.command()
 def rollback() -> None:
     """Point the alias back to the previous index."""
-    from osrag.reindex import Reindexer
+    from osrag.admin.reindex import Reindexer
 
     s = load_settings()
     current, previous = Reindexer(s).rollback()
@@ -174,7 +174,7 @@ def rollback() -> None:
 )
 def cleanup(keep: int) -> None:
     """Delete old indices of the alias; never the one it points to."""
-    from osrag.reindex import Reindexer
+    from osrag.admin.reindex import Reindexer
 
     deleted = Reindexer(load_settings()).cleanup(keep)
     click.echo("deleted: " + (", ".join(deleted) if deleted else "nothing"))
@@ -184,7 +184,7 @@ def cleanup(keep: int) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(as_json: bool) -> None:
     """Cluster, alias, index, model, counts, freshness and drift."""
-    from osrag.status import status as get_status
+    from osrag.admin.status import status as get_status
 
     st = get_status(load_settings())
     if as_json:
@@ -232,8 +232,8 @@ def drop(alias: str | None, yes: bool, as_json: bool) -> None:
     """Remove ALIAS (default OSRAG_ALIAS) and what only it uses: its indices, state, templates, pipelines."""
     from dataclasses import asdict
 
-    from osrag.lifecycle import drop as run_drop
-    from osrag.lifecycle import plan_drop
+    from osrag.admin.lifecycle import drop as run_drop
+    from osrag.admin.lifecycle import plan_drop
 
     s = load_settings()
     plan = plan_drop(s, alias)
@@ -272,7 +272,7 @@ def delete(doc_ids: tuple[str, ...], collection: str | None, as_json: bool) -> N
     """Remove documents from the alias atomically: each is seen whole until it is gone."""
     from dataclasses import asdict
 
-    from osrag.lifecycle import delete_documents
+    from osrag.admin.lifecycle import delete_documents
 
     if bool(doc_ids) == bool(collection):
         raise click.UsageError("give --doc ID (repeatable) or --collection NAME")

@@ -14,7 +14,7 @@ from osrag.settings import load_settings
 @click.option("--json", "as_json", is_flag=True, help="The checks as JSON (name, status, detail, hint).")
 def doctor(as_json: bool) -> None:
     """Check the connection, auth, server, k-NN engines, install, model, analyzer, health and disk."""
-    from osrag.doctor import diagnose, exit_code, render
+    from osrag.admin.doctor import diagnose, exit_code, render
 
     checks = diagnose(load_settings())
     if as_json:

@@ -31,11 +31,11 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     from pathlib import Path
 
     from osrag.access import PUBLIC
-    from osrag.admin import Admin
+    from osrag.admin.installer import Admin
     from osrag.devnode import DevNode
     from osrag.envelope import render_text
-    from osrag.indexing import Ingester
-    from osrag.search import SearchClient
+    from osrag.ingest.indexing import Ingester
+    from osrag.search.client import SearchClient
     from osrag.settings import LOCAL_EMBEDDING_MODEL
 
     s = load_settings()

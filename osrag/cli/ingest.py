@@ -66,12 +66,12 @@ def ingest(
     converted to Markdown first). A document without a front-matter doc_id gets
     ``{collection}/{path relative to its root}``. Files without text are skipped with their
     reason (exit 0 unless --strict); a file that cannot be read fails alone (exit 1)."""
-    from osrag.documents import ReadOptions
     from osrag.errors import WritesRefused
-    from osrag.indexing import Ingester
+    from osrag.ingest.documents import ReadOptions
+    from osrag.ingest.indexing import Ingester
+    from osrag.ingest.rules import load_rules, parse_var, rules_at
+    from osrag.ingest.walking import walk
     from osrag.progress import Progress
-    from osrag.rules import load_rules, parse_var, rules_at
-    from osrag.walking import walk
 
     s = load_settings()
     options = ReadOptions(

@@ -59,7 +59,7 @@ def mcp(
     """Serve search and section as MCP tools, reading as a caller fixed here: give --group/--tenant
     or --public-only (the model never chooses whose eyes the text is for)."""
     from osrag.access import make_principal
-    from osrag.search import SearchClient
+    from osrag.search.client import SearchClient
 
     principal = make_principal(groups, tenant, public_only)
     if principal is None:

@@ -24,7 +24,7 @@ from osrag.vocabulary import DEFAULT_POLICY, describe_fusion
 @click.option("--json", "as_json", is_flag=True)
 def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
     """Show the tokens the installed analyzers produce for TEXT."""
-    from osrag.admin import Admin
+    from osrag.admin.installer import Admin
     from osrag.names import ANALYZERS
 
     if not text.strip():
@@ -133,7 +133,7 @@ def search(
 ) -> None:
     """The ``search`` command: one envelope, as text or JSON."""
     from osrag.envelope import render_text
-    from osrag.search import SearchClient
+    from osrag.search.client import SearchClient
 
     env = SearchClient(load_settings()).search(
         question,
@@ -164,7 +164,7 @@ def section(
     as_json: bool,
 ) -> None:
     """Print a whole section (a passage's parent_section_id) in document order, filtered like a search."""
-    from osrag.search import SearchClient
+    from osrag.search.client import SearchClient
 
     parts = SearchClient(load_settings()).section(
         section_id,

@@ -21,7 +21,7 @@ from pathlib import Path
 from osrag.evaluation import metrics, runs
 from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
 from osrag.evaluation.suite import EVAL_PRINCIPAL, eval_settings
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 HEADS = (("hybrid (shipped)", "hybrid"), ("bm25 head (shipped)", "bm25"), ("knn", "knn"))

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from osrag.chunking import Document, parse_sections
-from osrag.documents import read_document
 from osrag.errors import ConfigError
-from osrag.indexing import Ingester
-from osrag.ingest_report import IngestReport
+from osrag.ingest.documents import read_document
+from osrag.ingest.indexing import Ingester
+from osrag.ingest.ingest_report import IngestReport
+from osrag.ingest.walking import collection_of, find_files
 from osrag.records import ChunkSource
-from osrag.walking import collection_of, find_files
 
 # Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
 BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")

@@ -1,6 +1,6 @@
 """Choosing the gate's thresholds for a model: replay its decisions over every set's candidates.
 
-The gate (``osrag.gate``) decides «nothing relevant» from each candidate's coverage, cosine and
+The gate (``osrag.search.gate``) decides «nothing relevant» from each candidate's coverage, cosine and
 code match, all of which ``search()`` computes before it decides. So the candidates of every
 question are fetched once (the shipped hybrid with its evidence, on the indices ``osrag eval``
 built) and the pure decision is replayed for a grid of thresholds: for each, the share of
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osrag import gate
-from osrag.candidates import Candidate
 from osrag.evaluation import runs
 from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
-from osrag.query import parse_filters
 from osrag.records import ChunkSource
-from osrag.search import SearchClient
+from osrag.search import gate
+from osrag.search.candidates import Candidate
+from osrag.search.client import SearchClient
+from osrag.search.query import parse_filters
 from osrag.settings import Settings, load_settings
 
 

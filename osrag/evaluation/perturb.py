@@ -1,6 +1,6 @@
 """Perturbed copies of the dev sets' questions, and recall on each beside the clean one.
 
-Three ways a Russian question reaches a search box broken (``osrag.variants`` answers them):
+Three ways a Russian question reaches a search box broken (``osrag.search.variants`` answers them):
 
 * ``layout`` -- typed with the QWERTY layout on: every Cyrillic letter becomes the Latin key it
   sits on (``доставка`` -> ``ljcnfdrf``), and ЙЦУКЕН's ``? . , ; : "`` become ``& / ? $ ^ @``;
@@ -31,11 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from osrag import variants
 from osrag.evaluation import metrics, runs
 from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
 from osrag.evaluation.suite import EVAL_PRINCIPAL, eval_settings
-from osrag.search import SearchClient
+from osrag.search import variants
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ _TRANSLIT = {
 #: Neighbouring keys on ЙЦУКЕН (same row), for substitution typos.
 _ROWS = ("йцукенгшщзхъ", "фывапролджэ", "ячсмитьбю")
 KINDS = ("clean", "layout", "translit", "typos")
-#: The clean questions with osrag.variants off: what the variants cost an ordinary question.
+#: The clean questions with osrag.search.variants off: what the variants cost an ordinary question.
 OFF = "clean, variants off"
 MIN_TYPO_LETTERS = 5
 
@@ -189,7 +189,7 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, command: str, sample
         "Perturbations (`osrag/evaluation/perturb.py`): `layout` = typed with QWERTY on, `translit` = everyday",
         "Latin transliteration (ь/ъ dropped), `typos` = one or two words of ≥5 letters with one edit each",
         "(seeded per question). `changed` = questions the perturbation altered; `variants` = questions",
-        "`osrag.variants` gave extra clauses (on `clean`: ordinary questions whose request changed).",
+        "`osrag.search.variants` gave extra clauses (on `clean`: ordinary questions whose request changed).",
         "Δ = perturbed minus clean.",
         "",
         "| set | questions | copy | changed | variants | BM25 R@10 | Δ | hybrid R@10 | Δ |",

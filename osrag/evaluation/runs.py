@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from osrag import templates
-from osrag.admin import Admin
-from osrag.candidates import Candidate
+from osrag.admin.installer import Admin
 from osrag.envelope import Envelope
 from osrag.errors import ConfigError
 from osrag.evaluation import metrics
 from osrag.evaluation.datasets import EvalSet, Query
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
 from osrag.records import ChunkSource
-from osrag.search import SearchClient
+from osrag.search.candidates import Candidate
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 from osrag.vocabulary import PIPELINES
 
@@ -44,7 +44,7 @@ INDEX_SETTINGS = (
     "knn_engine",
     "hnsw_m",
     "hnsw_ef_construction",
-    "contextualizer",  # osrag.context: what is embedded and indexed with each chunk
+    "contextualizer",  # osrag.ingest.context: what is embedded and indexed with each chunk
 )
 BASELINE = "bm25 · text field alone (baseline)"
 BM25_HEAD = "bm25 · as shipped (text+breadcrumb+title, ident×1.5 for codes)"
@@ -62,7 +62,7 @@ class Config:
     """One row of a set's table: a retrieval mode on an index variant."""
 
     label: str
-    mode: str = "hybrid"  # a retrieval mode of SearchClient.retrieve (osrag.query.MODES)
+    mode: str = "hybrid"  # a retrieval mode of SearchClient.retrieve (osrag.search.query.MODES)
     index: str = "main"
     fusion: tuple[str, tuple[float, float]] | None = None  # own pipeline; None: the alias's one
     depth: int | None = None

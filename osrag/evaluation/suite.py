@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from osrag.access import Principal
-from osrag.admin import Admin
-from osrag.candidates import Candidate
+from osrag.admin.installer import Admin
 from osrag.errors import ConfigError
 from osrag.evaluation import lexical, metrics, report, runs
 from osrag.evaluation.datasets import EvalSet, bucket_facets, load_dataset, load_golden
 from osrag.records import ChunkSource
-from osrag.search import SearchClient
+from osrag.search.candidates import Candidate
+from osrag.search.client import SearchClient
 from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
 
 #: Evaluation scores retrieval over the whole corpus it indexed itself: the admin bypass, said here.
@@ -306,7 +306,7 @@ def _documents(evalset: EvalSet) -> int:
     if docs is not None:
         return len(docs)
     spans = getattr(evalset, "corpus", None)
-    from osrag.walking import find_files
+    from osrag.ingest.walking import find_files
 
     return sum(1 for _ in find_files([spans])) if spans else 0
 

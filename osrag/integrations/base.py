@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osrag.access import Principal
-from osrag.asearch import AsyncSearchClient
 from osrag.envelope import Envelope
 from osrag.errors import InputError
-from osrag.search import SearchClient
+from osrag.search.asearch import AsyncSearchClient
+from osrag.search.client import SearchClient
 
 __all__ = ["Options", "asearch", "search"]
 

@@ -20,11 +20,11 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from osrag.access import Principal
-from osrag.asearch import AsyncSearchClient
 from osrag.envelope import Envelope
 from osrag.integrations import base
 from osrag.integrations.metadata import passages_with_metadata
-from osrag.search import SearchClient
+from osrag.search.asearch import AsyncSearchClient
+from osrag.search.client import SearchClient
 
 __all__ = ["OsragRetriever", "to_documents"]
 

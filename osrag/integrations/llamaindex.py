@@ -21,11 +21,11 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
 from osrag.access import Principal
-from osrag.asearch import AsyncSearchClient
 from osrag.envelope import Envelope
 from osrag.integrations import base
 from osrag.integrations.metadata import LLM_KEYS, passage_score, passages_with_metadata
-from osrag.search import SearchClient
+from osrag.search.asearch import AsyncSearchClient
+from osrag.search.client import SearchClient
 
 __all__ = ["OsragRetriever", "to_nodes"]
 

@@ -46,7 +46,7 @@ from osrag.errors import (
     ModelError,
     OsragError,
 )
-from osrag.query import FILTER_KEYS, MAX_QUESTION_CHARS
+from osrag.search.query import FILTER_KEYS, MAX_QUESTION_CHARS
 from osrag.service.auth import Auth, Forbidden, Unauthenticated
 from osrag.settings import Settings
 from osrag.vocabulary import DEFAULT_POLICY, Policy
@@ -195,11 +195,11 @@ class _Service:
         self.inflight = 0
         self.client: Any
         if driver == "async":
-            from osrag.asearch import AsyncSearchClient
+            from osrag.search.asearch import AsyncSearchClient
 
             self.client = AsyncSearchClient(settings)
         else:
-            from osrag.search import SearchClient
+            from osrag.search.client import SearchClient
 
             self.client = SearchClient(settings)
 

@@ -26,8 +26,8 @@ from osrag import __version__
 from osrag.access import Principal, require_principal
 from osrag.envelope import Envelope, Passage, cite, render_text
 from osrag.errors import OsragError
-from osrag.query import MAX_QUESTION_CHARS
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
+from osrag.search.query import MAX_QUESTION_CHARS
 
 __all__ = ["Filters", "Section", "build_server"]
 

@@ -119,7 +119,7 @@ def drop_alias(client: Any, alias: str) -> None:
 @pytest.fixture
 def admin(settings: Settings) -> Iterator[Any]:
     """Templates, pipelines and the first index installed for this test's alias; removed after."""
-    from osrag.admin import Admin
+    from osrag.admin.installer import Admin
 
     adm = Admin(settings)
     try:

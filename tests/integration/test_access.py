@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.errors import InputError
-from osrag.indexing import Ingester
-from osrag.search import SearchClient
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.connection import make_client
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
 from osrag.names import visibility_filter
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias as shared_drop_alias
 

@@ -1,4 +1,4 @@
-"""The in-process ``ru_search`` (``osrag.analyzer``) against the index's own ``_analyze``: on every
+"""The in-process ``ru_search`` (``osrag.search.analyzer``) against the index's own ``_analyze``: on every
 question of the three evaluation sets, token for token, and word by word as the gate uses it.
 
 What lets ``search()`` make one request for a question it has never seen; a single difference
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from osrag import gate
-from osrag.admin import Admin
-from osrag.analyzer import search_analyzer
-from osrag.query import lexical_text
-from osrag.search import SearchClient
+from osrag.admin.installer import Admin
+from osrag.search import gate
+from osrag.search.analyzer import search_analyzer
+from osrag.search.client import SearchClient
+from osrag.search.query import lexical_text
 from osrag.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]

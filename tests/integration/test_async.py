@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, AsyncSearchClient, Principal, SearchClient
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.envelope import Envelope
 from osrag.errors import IndexStateError, InputError
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

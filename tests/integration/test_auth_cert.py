@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
-from osrag.asearch import AsyncSearchClient
+from osrag.admin.installer import Admin
+from osrag.admin.roles import API, desired_roles, install_roles, map_user, role_names, security_request
+from osrag.admin.status import read_status
 from osrag.connection import Cluster, make_client
 from osrag.errors import ClusterError
-from osrag.indexing import Ingester
-from osrag.roles import API, desired_roles, install_roles, map_user, role_names, security_request
-from osrag.search import SearchClient
+from osrag.ingest.indexing import Ingester
+from osrag.search.asearch import AsyncSearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
-from osrag.status import read_status
 from tests.integration.conftest import drop_alias
 from tests.integration.test_roles import secured_settings, write_docs
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
-from osrag.asearch import AsyncSearchClient
+from osrag.admin.installer import Admin
+from osrag.admin.reindex import Reindexer
+from osrag.admin.status import read_status
 from osrag.connection import make_client
 from osrag.errors import ClusterError
-from osrag.indexing import Ingester
-from osrag.reindex import Reindexer
-from osrag.search import SearchClient
+from osrag.ingest.indexing import Ingester
+from osrag.search.asearch import AsyncSearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
-from osrag.status import read_status
 from tests.integration.conftest import drop_alias
 from tests.integration.sigv4_proxy import FixedCredentials, SigV4Proxy, verify
 

@@ -15,8 +15,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from osrag import PUBLIC, SearchClient
-from osrag.admin import Admin
-from osrag.indexing import Ingester
+from osrag.admin.installer import Admin
+from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
 from tests.integration.test_async import DOCS, write_corpus
 from tests.unit.test_counting import tiny_bpe

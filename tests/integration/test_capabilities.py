@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.capabilities import detect
-from osrag.indexing import Ingester
-from osrag.search import SearchClient
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]

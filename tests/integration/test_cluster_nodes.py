@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
+from osrag.admin.reindex import Reindexer
 from osrag.devnode import DevCluster
 from osrag.evaluation.datasets import load_beir, load_golden
-from osrag.indexing import Ingester
-from osrag.query import candidates_body, collapsed, filter_clauses, lexical_text, parse_filters
-from osrag.reindex import Reindexer
-from osrag.search import SearchClient
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
+from osrag.search.query import candidates_body, collapsed, filter_clauses, lexical_text, parse_filters
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
 from tests.integration.test_reindex import GOLDEN, QUERIES, SMALL, alias_targets, make_corpus

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from osrag.access import PUBLIC
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.chunking import Document
-from osrag.context import CONTEXT_FIELD, embedding_text
 from osrag.embedding import embedder_for
-from osrag.indexing import Ingester
+from osrag.ingest.context import CONTEXT_FIELD, embedding_text
+from osrag.ingest.indexing import Ingester
 from osrag.names import visibility_filter
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
 from tests.unit.test_context import ChatServer

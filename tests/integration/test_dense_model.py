@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from osrag import PUBLIC, SearchClient
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.chunking import Document
 from osrag.embedding import Embedder
 from osrag.errors import ConfigError
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
 from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
 from tests.integration.test_async import DOCS, write_corpus
 

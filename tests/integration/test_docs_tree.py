@@ -15,9 +15,9 @@ import pytest
 
 from osrag.chunking import Chunk, Document, chunk_markdown, parse_sections
 from osrag.chunking.checks import code_lines, markup_left, prose_lines, starts_mid_sentence
-from osrag.documents import read_document
 from osrag.errors import DocumentSkipped
-from osrag.rules import Rules
+from osrag.ingest.documents import read_document
+from osrag.ingest.rules import Rules
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "datasets" / "vkdocs-ru-dev" / "corpus"

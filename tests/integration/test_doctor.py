@@ -9,9 +9,9 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from osrag.admin import Admin
+from osrag.admin.doctor import diagnose, exit_code
+from osrag.admin.installer import Admin
 from osrag.cli import cli
-from osrag.doctor import diagnose, exit_code
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

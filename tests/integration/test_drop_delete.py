@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from osrag import lifecycle
-from osrag.admin import Admin
+from osrag.admin import lifecycle
+from osrag.admin.installer import Admin
 from osrag.cli import cli
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
+from osrag.ingest.versions import VersionStore
 from osrag.names import pipeline_name, state_index, visibility_filter
 from osrag.settings import Settings
-from osrag.versions import VersionStore
 from osrag.vocabulary import PIPELINES
 from tests.integration.conftest import drop_alias
 

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.cli import cli
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 from tests import fixtures_gen as gen
 from tests.integration.conftest import drop_alias

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from osrag import gate
 from osrag.access import Principal
-from osrag.admin import Admin
-from osrag.candidates import hits_of
+from osrag.admin.installer import Admin
 from osrag.embedding import embedder_for
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
 from osrag.names import pipeline_name
-from osrag.query import candidates_body
+from osrag.search import gate
+from osrag.search.candidates import hits_of
+from osrag.search.query import candidates_body
 from osrag.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]

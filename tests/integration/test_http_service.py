@@ -30,8 +30,8 @@ jwt = pytest.importorskip("jwt")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from osrag.admin import Admin  # noqa: E402
-from osrag.indexing import Ingester  # noqa: E402
+from osrag.admin.installer import Admin  # noqa: E402
+from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.integration

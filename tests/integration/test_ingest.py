@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
+from osrag.admin.locking import acquire, ensure_state_index, release
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
-from osrag.indexing import Ingester
-from osrag.locking import acquire, ensure_state_index, release
+from osrag.ingest.indexing import Ingester
+from osrag.ingest.versions import VersionStore
 from osrag.lockrecord import LockRecord
 from osrag.names import state_index, visibility_filter
 from osrag.settings import Settings
-from osrag.versions import VersionStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration

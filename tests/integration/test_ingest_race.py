@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
+from osrag.admin.locking import WriteLock, WriteLockHeld, WriteLost, ensure_state_index, read_writer
 from osrag.errors import IndexStateError
-from osrag.indexing import Ingester
-from osrag.locking import WriteLock, WriteLockHeld, WriteLost, ensure_state_index, read_writer
+from osrag.ingest.indexing import Ingester
+from osrag.ingest.versions import VersionStore
 from osrag.names import HIDDEN_ID, state_index, visibility_filter
 from osrag.settings import Settings
-from osrag.versions import VersionStore
 from tests.integration.test_races import finish, popen
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.cli import cli
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

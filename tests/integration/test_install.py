@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from opensearchpy.exceptions import RequestError
 
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.connection import make_client
 from osrag.errors import ClusterError

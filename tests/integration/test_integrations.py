@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, AsyncSearchClient, Principal, SearchClient
-from osrag.documents import ReadOptions
 from osrag.envelope import Envelope
 from osrag.errors import InputError
-from osrag.indexing import Ingester
+from osrag.ingest.documents import ReadOptions
+from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
 
@@ -61,7 +61,7 @@ MANY = "доставка и возврат чая"  # three passages: a budget o
 @pytest.fixture(scope="module")
 def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """The corpus in this module's own alias, ingested once; everything removed after."""
-    from osrag.admin import Admin
+    from osrag.admin.installer import Admin
 
     settings = Settings(
         url=opensearch_url,

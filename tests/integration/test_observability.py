@@ -17,14 +17,14 @@ import pytest
 from pydantic import SecretStr
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
+from osrag.admin.status import read_status
 from osrag.cli import main
 from osrag.errors import ClusterError, OsragError
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
 from osrag.observability import question_hash, records_text
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
-from osrag.status import read_status
 from tests.integration.sigv4_proxy import FixedCredentials, SigV4Proxy
 from tests.integration.test_auth_sigv4 import aws_env  # noqa: F401 -- a fixture
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from osrag import batches, documents
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError
-from osrag.indexing import Ingester
+from osrag.ingest import batches, documents
+from osrag.ingest.indexing import Ingester
 from osrag.names import visibility_filter
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC
-from osrag.admin import Admin
-from osrag.indexing import Ingester
-from osrag.search import SearchClient
+from osrag.admin.installer import Admin
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ def test_search_steady_state_is_one_round_trip_with_the_gate_evidence_on_it(inge
     log = Requests(sc)
     first = log.during(lambda: sc.search("возврат товара", budget_tokens=500))
     # A cold client reads the server info and the alias once; the question's terms come from the
-    # analyzer in process (osrag.analyzer), not from _analyze.
+    # analyzer in process (osrag.search.analyzer), not from _analyze.
     assert [p.rsplit("/", 1)[-1] for _, p in first][-2:] == ["_mapping", "_search"], first
     sent = log.during(lambda: sc.search("возврат товара", budget_tokens=500))
     # Steady state: no alias, mapping, _meta or analysis request -- the search carries the

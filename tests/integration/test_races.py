@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import Admin
-from osrag.locking import read_lock
+from osrag.admin.installer import Admin
+from osrag.admin.locking import read_lock
+from osrag.admin.reindex import Reindexer
 from osrag.names import visibility_filter
-from osrag.reindex import Reindexer
 from osrag.settings import Settings
 from tests.integration.test_reindex import alias_targets, cli_env
 
@@ -183,8 +183,8 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
     stay behind in the old index."""
     import threading
 
-    from osrag import locking
-    from osrag.indexing import Ingester
+    from osrag.admin import locking
+    from osrag.ingest.indexing import Ingester
 
     kb = write_corpus(tmp_path / "kb", "v1", 30)
     assert Ingester(settings).ingest([kb]).indexed == 30
@@ -209,10 +209,10 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
     assert t.is_alive(), result
     # The batch writes now (its lock check passed before the lock existed).
     write_corpus(tmp_path / "kb", "v2", 10)
-    import osrag.ingest_target
+    import osrag.ingest.ingest_target
 
     monkeypatch.setattr(
-        osrag.ingest_target, "read_lock", lambda cluster, alias: None
+        osrag.ingest.ingest_target, "read_lock", lambda cluster, alias: None
     )  # its checks saw no lock
     assert Ingester(settings).ingest([kb]).indexed == 10
     locking.unregister_writer(admin.cluster, settings.alias, batch.token)

@@ -24,16 +24,16 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
+from osrag.admin.locking import LOCK_ID, ensure_state_index, read_lock
+from osrag.admin.reindex import Reindexer
+from osrag.admin.status import status
 from osrag.errors import ConfigError, IndexStateError
-from osrag.indexing import Ingester
-from osrag.locking import LOCK_ID, ensure_state_index, read_lock
+from osrag.ingest.indexing import Ingester
 from osrag.lockrecord import LockRecord
 from osrag.names import state_index
-from osrag.reindex import Reindexer
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
-from osrag.status import status
 from tests.integration.conftest import drop_alias
 
 #: These tests are about other things than access: they read as the admin bypass (no ACL clause).
@@ -162,7 +162,7 @@ def lock_of(admin: Admin, index: str) -> LockRecord | None:
 
 
 def put_lock(admin: Admin, **record: Any) -> None:
-    """Stand in for another reindex: its lock document, as ``osrag.locking.acquire`` writes it."""
+    """Stand in for another reindex: its lock document, as ``osrag.admin.locking.acquire`` writes it."""
     ensure_state_index(admin.cluster, admin.alias)
     admin.cluster.client.index(
         index=state_index(admin.alias), id=LOCK_ID, body={"lock": {"token": "other", **record}}, refresh=True

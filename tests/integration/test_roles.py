@@ -33,11 +33,8 @@ from urllib.parse import quote
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
-from osrag.connection import Cluster, make_client
-from osrag.errors import ClusterError, OsragError
-from osrag.indexing import Ingester
-from osrag.roles import (
+from osrag.admin.installer import Admin
+from osrag.admin.roles import (
     API,
     desired_roles,
     dls_role_name,
@@ -46,7 +43,10 @@ from osrag.roles import (
     role_names,
     security_request,
 )
-from osrag.search import SearchClient
+from osrag.connection import Cluster, make_client
+from osrag.errors import ClusterError, OsragError
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias
 
@@ -276,7 +276,7 @@ def test_alias_admin_installs_and_cannot_touch_another_index(world: World) -> No
 
 def test_alias_admin_reindexes_and_the_roles_follow_the_new_index(world: World) -> None:
     """The roles name the alias's indices by pattern, so a reindex keeps every role working."""
-    from osrag.reindex import Reindexer
+    from osrag.admin.reindex import Reindexer
 
     rx = Reindexer(world.users["admin"])
     before = Admin(world.superuser).current_index()

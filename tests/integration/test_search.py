@@ -23,16 +23,16 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.connection import make_client
 from osrag.embedding import embedder_for
 from osrag.envelope import Envelope, render_text
 from osrag.errors import InputError
-from osrag.indexing import Ingester
-from osrag.query import MAX_QUESTION_CHARS
+from osrag.ingest.indexing import Ingester
 from osrag.records import IndexMeta
-from osrag.rerank import Reranker
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
+from osrag.search.query import MAX_QUESTION_CHARS
+from osrag.search.rerank import Reranker
 from osrag.settings import Settings
 from tests.integration.conftest import drop_alias as shared_drop_alias
 from tests.unit.test_rerank import build_tiny_cross_encoder

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from osrag import templates
-from osrag.admin import Admin
-from osrag.indexing import Ingester
+from osrag.admin.installer import Admin
+from osrag.admin.status import status
+from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
-from osrag.status import status
 from osrag.vocabulary import PIPELINES
 
 pytestmark = pytest.mark.integration

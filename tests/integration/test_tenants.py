@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin import Admin
-from osrag.indexing import Ingester
-from osrag.search import SearchClient
+from osrag.admin.installer import Admin
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from osrag.admin.status import status
 from osrag.settings import Settings
-from osrag.status import status
 
 pytestmark = pytest.mark.integration
 

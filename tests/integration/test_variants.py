@@ -1,5 +1,5 @@
 """Query variants on a live node: a question in the wrong layout, in translit or misspelt finds what
-the clean question finds (osrag.variants riding on the one search request)."""
+the clean question finds (osrag.search.variants riding on the one search request)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from osrag.access import Principal
 from osrag.evaluation import perturb
-from osrag.indexing import Ingester
-from osrag.search import SearchClient
+from osrag.ingest.indexing import Ingester
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 
 from osrag.access import PUBLIC, Principal, access_clauses, make_principal, require_principal
 from osrag.errors import InputError
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 
 NO_ACL = {"bool": {"must_not": [{"exists": {"field": "acl"}}]}}

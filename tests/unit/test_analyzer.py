@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, SearchClient, templates
-from osrag.admin import Admin
-from osrag.analyzer import (
+from osrag.admin.installer import Admin
+from osrag.records import IndexMeta
+from osrag.search.analyzer import (
     SearchAnalyzer,
     Unsupported,
     delimit,
@@ -20,7 +21,6 @@ from osrag.analyzer import (
     shipped_analysis,
     whitespace_tokens,
 )
-from osrag.records import IndexMeta
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
 

@@ -1,4 +1,4 @@
-"""The write path's stages (osrag.batches) without a node: batching, the writer thread handing
+"""The write path's stages (osrag.ingest.batches) without a node: batching, the writer thread handing
 batches back, parse errors, and the report counted on the ingest's own thread."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from unittest.mock import Mock
 
 import pytest
 
-from osrag import batches
-from osrag.batches import Batch, WriteBehind
 from osrag.chunking import Chunk, Document
 from osrag.errors import DocumentError, WritesRefused
-from osrag.filesync import Item
-from osrag.ingest_report import FileOutcome, IngestReport
-from osrag.versions import BatchOutcome, PreparedDoc, VersionStore
+from osrag.ingest import batches
+from osrag.ingest.batches import Batch, WriteBehind
+from osrag.ingest.filesync import Item
+from osrag.ingest.ingest_report import FileOutcome, IngestReport
+from osrag.ingest.versions import BatchOutcome, PreparedDoc, VersionStore
 
 
 def _chunk(i: int, tokens: int = 5) -> Chunk:
@@ -119,7 +119,7 @@ def test_embed_records_outcomes_on_the_batch_and_reuses_stored_vectors() -> None
 
 def test_the_ingest_report_is_only_written_on_the_ingesting_thread(monkeypatch: Any) -> None:
     """The writer thread never touches the report: every write to it comes from one thread."""
-    from osrag import indexing
+    from osrag.ingest import indexing
 
     writers: set[str] = set()
     real_add = IngestReport.add

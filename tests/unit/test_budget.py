@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from osrag.budget import (
+from osrag.search.budget import (
     Candidate,
     LeftOut,
     Selection,

@@ -24,8 +24,8 @@ if __name__ == "__main__":
 
 from osrag.chunking import ChunkingConfig, chunk_document  # noqa: E402
 from osrag.chunking.model import simple_token_count  # noqa: E402
-from osrag.documents import ReadOptions, read_tree  # noqa: E402
 from osrag.embedding import count_tokens_with  # noqa: E402
+from osrag.ingest.documents import ReadOptions, read_tree  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TREES = (FIXTURES / "dialects", FIXTURES / "chunking", REPO / "golden" / "corpus")

@@ -1,4 +1,4 @@
-"""Contextual retrieval (osrag.context): the outline contextualizer, the chat one against a real
+"""Contextual retrieval (osrag.ingest.context): the outline contextualizer, the chat one against a real
 local HTTP server, its on-disk cache, and the hooks that carry a context into the index."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from unittest.mock import Mock
 
 import pytest
 
-from osrag import query
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.connection import Cluster
-from osrag.context import (
+from osrag.errors import ConfigError, DocumentError
+from osrag.ingest.context import (
     CONTEXT_FIELD,
     ChatContext,
     ContextCache,
@@ -28,10 +28,10 @@ from osrag.context import (
     embedding_text,
     lead_sentence,
 )
-from osrag.errors import ConfigError, DocumentError
-from osrag.indexing import Ingester
+from osrag.ingest.indexing import Ingester
+from osrag.ingest.versions import chunk_source
+from osrag.search import query
 from osrag.settings import Settings
-from osrag.versions import chunk_source
 
 DOC = Document(
     doc_id="vm/resize",

@@ -1,4 +1,4 @@
-"""Conversion to Markdown and the map back to pages, slides and anchors (osrag.convert)."""
+"""Conversion to Markdown and the map back to pages, slides and anchors (osrag.ingest.convert)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from osrag.chunking import ChunkingConfig, chunk_document
-from osrag.convert import SourceMap, convert, slugify, source_format
-from osrag.documents import read_document
 from osrag.errors import DocumentError
-from osrag.versions import chunk_source
+from osrag.ingest.convert import SourceMap, convert, slugify, source_format
+from osrag.ingest.documents import read_document
+from osrag.ingest.versions import chunk_source
 from tests import fixtures_gen as gen
 
 LIMIT = 20_000_000

@@ -1,4 +1,4 @@
-"""osrag.copying on the shared fake client: a server-side ``_reindex`` when the vectors stay, a
+"""osrag.admin.copying on the shared fake client: a server-side ``_reindex`` when the vectors stay, a
 scan + re-embed + bulk write when they change, and the catch-up with ingests that overlapped."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from unittest.mock import Mock
 
 import pytest
 
-from osrag import copying, locking
-from osrag.context import embedding_text
-from osrag.copying import REEMBED, SERVER_SIDE, IndexCopier
+from osrag.admin import copying, locking
+from osrag.admin.copying import REEMBED, SERVER_SIDE, IndexCopier
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
+from osrag.ingest.context import embedding_text
 from osrag.lockrecord import LockRecord
 from osrag.names import content_hash, state_index, visibility_filter
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from osrag.admin.doctor import Check, diagnose, exit_code
 from osrag.capabilities import engines_from_install, engines_from_stats, field_engine, index_engines
-from osrag.doctor import Check, diagnose, exit_code
 from osrag.settings import Settings
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from osrag.chunking import ChunkingConfig, chunk_document, simple_token_count
-from osrag.documents import (
+from osrag.errors import DocumentError, DocumentSkipped
+from osrag.ingest.documents import (
     DEFAULT_MAX_FILE_BYTES,
     ReadOptions,
     ReadReport,
@@ -19,9 +20,8 @@ from osrag.documents import (
     read_document,
     read_tree,
 )
-from osrag.errors import DocumentError, DocumentSkipped
+from osrag.ingest.titles import MAX_HEADING_CHARS, first_heading
 from osrag.settings import Settings
-from osrag.titles import MAX_HEADING_CHARS, first_heading
 
 TEXT = "# Заголовок\n\nНемного текста о доставке.\n"
 

@@ -96,11 +96,11 @@ def test_import_and_construction_do_no_io(tmp_path: Path) -> None:
         socket.socket.connect = refuse
         socket.create_connection = refuse
 
-        import osrag, osrag.search, osrag.indexing, osrag.embedding
+        import osrag, osrag.search.client, osrag.ingest.indexing, osrag.embedding
         from osrag.embedding import Embedder
         from osrag.settings import Settings
 
-        client = osrag.search.SearchClient(Settings(url="http://127.0.0.1:9", _env_file=None))
+        client = osrag.search.client.SearchClient(Settings(url="http://127.0.0.1:9", _env_file=None))
         emb = Embedder("navec:news-300d", models_dir={str(models_dir)!r})
         heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers", "opensearchpy", "navec")
                        if m in sys.modules)

@@ -161,7 +161,7 @@ def test_core_configs_hold_the_rows_issue_11_names() -> None:
 
 
 def test_baseline_row_runs_the_products_text_only_mode() -> None:
-    from osrag.query import MODES, candidates_body
+    from osrag.search.query import MODES, candidates_body
 
     base = next(c for c in runs.core_configs(Settings(_env_file=None)) if c.label == runs.BASELINE)
     assert base.mode == "bm25-text" and base.mode in MODES

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from osrag.documents import read_document
 from osrag.errors import DocumentError
-from osrag.frontmatter import likely_key, read_front_matter
+from osrag.ingest.documents import read_document
+from osrag.ingest.frontmatter import likely_key, read_front_matter
 
 BODY = "# Отчёт\n\nВыручка за квартал.\n"
 

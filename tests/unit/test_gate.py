@@ -1,4 +1,4 @@
-"""The relevance gate (``osrag.gate``): the question's analysis and its word cache, the probes and
+"""The relevance gate (``osrag.search.gate``): the question's analysis and its word cache, the probes and
 the document-frequency aggregation and their reading, IDF-weighted coverage, identifier matches,
 and the two selection policies -- hand-made responses and hits."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from osrag import codes, gate
-from osrag.candidates import Candidate
-from osrag.gate import Analysis, Gate, evidence_order, idf, parse_evidence, relevant_ids, term_coverage
 from osrag.records import ChunkSource
+from osrag.search import codes, gate
+from osrag.search.candidates import Candidate
+from osrag.search.gate import Analysis, Gate, evidence_order, idf, parse_evidence, relevant_ids, term_coverage
 
 
 def hit(
@@ -298,8 +298,8 @@ def test_required_codes_follow_what_the_index_says_not_punctuation(
 
 
 def test_ranking_refuses_only_for_required_codes() -> None:
-    from osrag import ranking
     from osrag.envelope import Freshness
+    from osrag.search import ranking
     from osrag.settings import Settings
 
     def hits() -> list[Candidate]:
@@ -328,7 +328,7 @@ def test_ranking_refuses_only_for_required_codes() -> None:
 
 
 def test_cosine_thresholds_follow_the_models_family_unless_set() -> None:
-    from osrag.ranking import SelectionPolicy
+    from osrag.search.ranking import SelectionPolicy
     from osrag.settings import Settings
 
     s = Settings(_env_file=None)

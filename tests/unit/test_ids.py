@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from osrag.chunking import Chunk, Document
-from osrag.sync import FileStamp, origin_of, recipe, stamp_file, unchanged
-from osrag.sync import StoredFile as Stored
-from osrag.versions import MAX_ID_BYTES, PreparedDoc, VersionStore, bounded_id, chunk_source
+from osrag.ingest.sync import FileStamp, origin_of, recipe, stamp_file, unchanged
+from osrag.ingest.sync import StoredFile as Stored
+from osrag.ingest.versions import MAX_ID_BYTES, PreparedDoc, VersionStore, bounded_id, chunk_source
 
 
 def chunk(doc_id: str, ordinal: int = 0) -> Chunk:

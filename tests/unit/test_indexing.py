@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from osrag.chunking import Chunk, Document
-from osrag.convert import SUFFIXES
-from osrag.documents import read_document
 from osrag.errors import DocumentError
-from osrag.frontmatter import parse_front_matter
+from osrag.ingest.convert import SUFFIXES
+from osrag.ingest.documents import read_document
+from osrag.ingest.frontmatter import parse_front_matter
+from osrag.ingest.versions import chunk_source
+from osrag.ingest.walking import find_files
 from osrag.names import content_hash, state_index, visibility_filter
-from osrag.versions import chunk_source
-from osrag.walking import find_files
 
 LIMIT = 1_000_000
 

@@ -15,7 +15,7 @@ from osrag.envelope import Passage, StageScores
 from osrag.errors import ClusterError, InputError
 from osrag.integrations.base import Options
 from osrag.integrations.metadata import ENVELOPE_KEYS, passage_metadata, passages_with_metadata
-from osrag.query import FILTER_KEYS
+from osrag.search.query import FILTER_KEYS
 from osrag.settings import Settings
 from tests.unit.test_envelope import envelope, passage
 

@@ -22,9 +22,9 @@ from osrag.chunking import (
     read_markdown,
 )
 from osrag.chunking.checks import markup_left, starts_mid_sentence
-from osrag.documents import read_document
-from osrag.includes import FileIncludes
-from osrag.rules import Rules
+from osrag.ingest.documents import read_document
+from osrag.ingest.includes import FileIncludes
+from osrag.ingest.rules import Rules
 
 FIX = Path(__file__).parent / "fixtures" / "dialects"
 VARS = {"cloud": "VK Cloud"}

@@ -165,7 +165,7 @@ def test_a_failed_search_span_is_an_error(spans) -> None:  # type: ignore[no-unt
 
 
 def test_ingest_stages_are_spans_nested_under_the_ingest(spans) -> None:  # type: ignore[no-untyped-def]
-    from osrag.indexing import Ingester
+    from osrag.ingest.indexing import Ingester
     from osrag.observability import traced
 
     spans.clear()

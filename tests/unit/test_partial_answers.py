@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC
-from osrag.candidates import shards_missing
 from osrag.errors import ClusterError
-from osrag.search import SearchClient
+from osrag.search.candidates import shards_missing
+from osrag.search.client import SearchClient
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from osrag.candidates import Candidate, distinct_hits
 from osrag.names import content_hash
-from osrag.query import candidates_body, collapsed
 from osrag.records import ChunkSource
+from osrag.search.candidates import Candidate, distinct_hits
+from osrag.search.query import candidates_body, collapsed
 
 
 def test_content_hash_ignores_case_spacing_and_punctuation_only() -> None:

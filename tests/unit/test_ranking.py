@@ -1,4 +1,4 @@
-"""The pure rank-and-select step (``osrag.ranking``): hand-made hits in, an envelope out, no cluster."""
+"""The pure rank-and-select step (``osrag.search.ranking``): hand-made hits in, an envelope out, no cluster."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from osrag import gate
-from osrag.candidates import Candidate
 from osrag.envelope import passage_of, render_text
 from osrag.errors import InputError
 from osrag.names import age_seconds
-from osrag.ranking import SelectionPolicy, freshness, rank_and_select
 from osrag.records import ChunkSource, IndexMeta
+from osrag.search import gate
+from osrag.search.candidates import Candidate
+from osrag.search.ranking import SelectionPolicy, freshness, rank_and_select
 from osrag.settings import Settings
 
 # Thresholds pinned here: these tests are about the logic, not the calibrated defaults.

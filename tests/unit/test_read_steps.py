@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from opensearchpy.exceptions import NotFoundError
 
-from osrag import gate
 from osrag.access import PUBLIC
-from osrag.budget import SelectionConfig, select
-from osrag.candidates import Candidate, hits_of
 from osrag.errors import ClusterError, InputError
 from osrag.names import state_index
-from osrag.ranking import SelectionPolicy
 from osrag.records import ChunkSource, IndexMeta
-from osrag.retrieval import NO_EVIDENCE, QuestionEvidence, checked_ask, resolve_mapping
-from osrag.search import SearchClient
+from osrag.search import gate
+from osrag.search.budget import SelectionConfig, select
+from osrag.search.candidates import Candidate, hits_of
+from osrag.search.client import SearchClient
+from osrag.search.ranking import SelectionPolicy
+from osrag.search.retrieval import NO_EVIDENCE, QuestionEvidence, checked_ask, resolve_mapping
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
 

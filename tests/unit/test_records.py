@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from osrag.admin import Admin
+from osrag.admin.installer import Admin
 from osrag.connection import Cluster
 from osrag.counting import Counter, same_counter
 from osrag.embedding import Embedder

@@ -1,4 +1,4 @@
-"""osrag.reindex on the shared fake client: the plan, the lock, the verification, rollback and abort.
+"""osrag.admin.reindex on the shared fake client: the plan, the lock, the verification, rollback and abort.
 
 The fake node keeps the alias, each index's ``_meta`` and the state documents (the lock); the
 searches a reindex makes (counts, the catch-up's aggregation, the sample queries) are answered
@@ -14,15 +14,15 @@ from unittest.mock import Mock
 
 import pytest
 
-import osrag.reindex
-from osrag import locking
-from osrag.admin import Admin
-from osrag.copying import REEMBED, SERVER_SIDE
+import osrag.admin.reindex
+from osrag.admin import locking
+from osrag.admin.copying import REEMBED, SERVER_SIDE
+from osrag.admin.installer import Admin
+from osrag.admin.reindex import Reindexer
 from osrag.embedding import Embedder
 from osrag.errors import IndexStateError
 from osrag.lockrecord import LockRecord
 from osrag.names import state_index
-from osrag.reindex import Reindexer
 
 ALIAS = "kb"
 STATE = state_index(ALIAS)
@@ -73,7 +73,7 @@ def reindexer(make_cluster: Any, node: Any, searches: Searches, monkeypatch: pyt
     searches.counts[SOURCE] = (3, 12)
     dims = {"m1": 4, "m2": 8}
     monkeypatch.setattr(
-        osrag.reindex, "embedder_for", lambda s, name=None, meta=None: embedder(name, dims[name])
+        osrag.admin.reindex, "embedder_for", lambda s, name=None, meta=None: embedder(name, dims[name])
     )
     return Reindexer(cluster.settings, Admin(cluster.settings, cluster))
 

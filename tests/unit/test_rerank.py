@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from osrag.errors import ModelError
-from osrag.rerank import (
+from osrag.search.rerank import (
     Reranker,
     RerankResult,
     depth_cut,
@@ -18,7 +18,7 @@ from osrag.rerank import (
     pair_budget,
     rerank_order,
 )
-from osrag.rerank_models import RerankUnavailable, load_cross_encoder, load_reranker_model
+from osrag.search.rerank_models import RerankUnavailable, load_cross_encoder, load_reranker_model
 
 MAX_LENGTH = 32
 _LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"
@@ -152,7 +152,7 @@ def test_model_is_loaded_once_per_process(tiny_model: str) -> None:
 
 
 def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:
-    from osrag import rerank as rr
+    from osrag.search import rerank as rr
 
     missing = str(tmp_path / "no-such-model")
     r = rr.Reranker(missing)
@@ -290,7 +290,7 @@ SIX = [*TEXTS, "гарантия", "цена доставка", "чай"]
 def test_a_rerank_budget_scores_in_fused_order_until_the_deadline(
     tiny_model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osrag import rerank
+    from osrag.search import rerank
 
     full = Reranker(tiny_model).score(QUESTION, SIX)
     assert full.scored == 6 and not full.out_of_time
@@ -331,10 +331,10 @@ def test_a_rerank_budget_scores_in_fused_order_until_the_deadline(
 def test_the_envelope_says_how_many_were_reranked_within_the_budget(
     tiny_model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osrag import rerank
-    from osrag.candidates import Candidate
     from osrag.records import ChunkSource
-    from osrag.search import SearchClient
+    from osrag.search import rerank
+    from osrag.search.candidates import Candidate
+    from osrag.search.client import SearchClient
     from osrag.settings import Settings
 
     clock = FakeClock()

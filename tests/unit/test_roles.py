@@ -8,8 +8,7 @@ import re
 import pytest
 
 from osrag.access import Principal, access_clauses
-from osrag.errors import InputError
-from osrag.roles import (
+from osrag.admin.roles import (
     admin_role,
     desired_roles,
     dls_query,
@@ -20,6 +19,7 @@ from osrag.roles import (
     role_names,
     writer_role,
 )
+from osrag.errors import InputError
 
 ALIAS = "kb.docs"
 
@@ -162,7 +162,7 @@ def test_cli_role_options_need_roles() -> None:
 
 
 def test_a_mapping_takes_a_dn_whole_and_backend_roles_apart() -> None:
-    from osrag.roles import mapping_body, parse_mapping, role_names
+    from osrag.admin.roles import mapping_body, parse_mapping, role_names
 
     roles = role_names("kb").values()
     assert parse_mapping("reader=CN=osrag-app,O=osrag dev", "kb", roles) == (

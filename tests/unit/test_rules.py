@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from osrag.documents import ReadOptions, ReadReport, read_tree
 from osrag.errors import ConfigError, DocumentError
-from osrag.rules import RULES_FILE, parse_rules, parse_var
+from osrag.ingest.documents import ReadOptions, ReadReport, read_tree
+from osrag.ingest.rules import RULES_FILE, parse_rules, parse_var
 
 TEXT = "# Глава\n\nТекст главы.\n"
 

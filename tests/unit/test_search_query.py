@@ -1,4 +1,4 @@
-"""Pure query building (``osrag.query``) and the lexical relevance gate (``osrag.gate``), no server.
+"""Pure query building (``osrag.search.query``) and the lexical relevance gate (``osrag.search.gate``), no server.
 
 The last tests call ``SearchClient.search`` against an address where nothing
 listens: bad input must be refused before any request is sent, so they pass
@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal, access_clauses
-from osrag.candidates import Candidate
 from osrag.errors import InputError
-from osrag.gate import is_relevant
 from osrag.names import visibility_filter
-from osrag.query import (
+from osrag.records import ChunkSource
+from osrag.search.candidates import Candidate
+from osrag.search.client import SearchClient
+from osrag.search.gate import is_relevant
+from osrag.search.query import (
     FILTER_KEYS,
     MAX_LEXICAL_TOKENS,
     MAX_QUESTION_CHARS,
@@ -31,8 +33,6 @@ from osrag.query import (
     parse_filters,
     validate_question,
 )
-from osrag.records import ChunkSource
-from osrag.search import SearchClient
 from osrag.settings import Settings
 
 ALIAS = "unit-alias"
@@ -322,7 +322,7 @@ def test_lexical_cost_counts_delimiter_parts_and_case_changes() -> None:
 
 
 # --------------------------------------------------------------------------- gate terms
-# Term coverage comes from the index's own analysis now (osrag.gate; tests/unit/test_gate.py).
+# Term coverage comes from the index's own analysis now (osrag.search.gate; tests/unit/test_gate.py).
 def test_identifier_terms() -> None:
     assert identifier_terms("сколько стоит TEA15?") == ["tea15"]
     assert identifier_terms("гарантия на LAMP-LIGHT-MINI, v2.3.1, E_PROMO_3004") == [

@@ -14,7 +14,7 @@ import pytest
 from osrag.access import PUBLIC
 from osrag.cli.read import _parse_filter_options
 from osrag.errors import InputError, InvalidSetting
-from osrag.search import SearchClient
+from osrag.search.client import SearchClient
 from osrag.settings import MAX_BUDGET_TOKENS, Settings, warn_unknown_env
 
 SECRET = "hunter2-Sekr3t"

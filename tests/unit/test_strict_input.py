@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from osrag.chunking.model import MAX_CHARS_PER_TOKEN, bounded_token_count, simple_token_count
-from osrag.documents import read_document
 from osrag.errors import DocumentError, InputError
-from osrag.query import parse_filters, validate_question
+from osrag.ingest.documents import read_document
+from osrag.search.query import parse_filters, validate_question
 
 # ------------------------------------------------------------------ front matter
 FRONT_MATTER_ERRORS = [
@@ -182,7 +182,7 @@ def test_model_counts_are_bounded_in_the_one_counter() -> None:
 @pytest.mark.parametrize("name", ["", " ", "two words"])
 def test_a_bad_collection_name_is_refused_before_any_io(name: str) -> None:
     from osrag.errors import ConfigError
-    from osrag.indexing import Ingester
+    from osrag.ingest.indexing import Ingester
     from osrag.settings import Settings
 
     ingester = Ingester(Settings(url="http://127.0.0.1:9", _env_file=None))

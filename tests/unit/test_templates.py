@@ -5,7 +5,7 @@ import json
 import pytest
 
 from osrag import templates
-from osrag.admin import Admin, _compare
+from osrag.admin.installer import Admin, _compare
 from osrag.capabilities import from_server
 from osrag.errors import ConfigError
 from osrag.settings import Settings

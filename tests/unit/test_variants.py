@@ -1,4 +1,4 @@
-"""Russian query variants (osrag.variants) and the perturbed copies of the eval sets (evaluation.perturb)."""
+"""Russian query variants (osrag.search.variants) and the perturbed copies of the eval sets (evaluation.perturb)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,16 @@ import json
 
 import pytest
 
-from osrag import variants
 from osrag.evaluation import perturb
-from osrag.query import bm25_head
-from osrag.variants import embedding_text, find_variants, layout_switch, transliterations, variant_clauses
+from osrag.search import variants
+from osrag.search.query import bm25_head
+from osrag.search.variants import (
+    embedding_text,
+    find_variants,
+    layout_switch,
+    transliterations,
+    variant_clauses,
+)
 
 ORDINARY = [
     "Сколько стоит доставка в Москву?",

@@ -17,10 +17,10 @@ import pytest
 from opensearchpy.exceptions import RequestError
 
 from osrag.access import PUBLIC
-from osrag.candidates import VECTOR_FIELD, decode_vector, hits_of, scripts_refused
 from osrag.errors import ClusterError
-from osrag.query import candidates_body, vectors_in_source
-from osrag.search import SearchClient
+from osrag.search.candidates import VECTOR_FIELD, decode_vector, hits_of, scripts_refused
+from osrag.search.client import SearchClient
+from osrag.search.query import candidates_body, vectors_in_source
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
 

@@ -1,4 +1,4 @@
-"""osrag.versions on the shared fake client: new versions are written hidden, shown in one flip,
+"""osrag.ingest.versions on the shared fake client: new versions are written hidden, shown in one flip,
 the replaced ones deleted; what readers see; every flip fenced by the write lock when held."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from osrag import locking
+from osrag.admin import locking
 from osrag.chunking import Chunk, Document
 from osrag.errors import IndexStateError
+from osrag.ingest.versions import PreparedDoc, VersionStore, bounded_id, version_key
 from osrag.lockrecord import LockRecord
 from osrag.names import HIDDEN_ID, state_index, visibility_filter
-from osrag.versions import PreparedDoc, VersionStore, bounded_id, version_key
 
 ALIAS = "kb"
 STATE = state_index(ALIAS)

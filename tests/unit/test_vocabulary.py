@@ -19,10 +19,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from osrag import budget, gate, names, query, vocabulary
-from osrag.admin import Admin
+from osrag import names, vocabulary
+from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.envelope import Envelope, Freshness, LeftOutItem
+from osrag.search import budget, gate, query
 from osrag.service.auth import JwtVerifier
 from osrag.service.http import SearchRequest
 from osrag.settings import Settings

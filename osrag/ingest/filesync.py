@@ -1,0 +1,143 @@
+"""The read stage of an ingest: the files under its roots as ``Item``s, unchanged files skipped unread.
+
+``FileSync`` is the file side of an ingest (``osrag.ingest.sync``): it stamps each file before it is
+read, skips a file whose stamp is the one its stored document was written from (the item then
+carries no document), remembers which files it found and which doc_id each gave, and afterwards
+prunes the documents whose file is gone. Documents built in memory are items too
+(``Item(path, document)``), on the same path from the parse stage on (``osrag.ingest.batches``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from osrag.admin.lifecycle import guarded_remove
+from osrag.chunking import Document
+from osrag.errors import DocumentError
+from osrag.ingest.documents import ReadOptions, ReadReport, read_tree
+from osrag.ingest.rules import Rules
+from osrag.ingest.sync import (
+    FileStamp,
+    StoredFile,
+    Unchanged,
+    bytes_digest,
+    origin_of,
+    stamp_file,
+    stored_files,
+    unchanged,
+    with_includes,
+)
+from osrag.ingest.versions import VersionStore
+from osrag.ingest.walking import collection_of, display_path
+from osrag.names import visibility_filter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One input of the read loop: a document read (or its error), or a file skipped unread
+    because its bytes are the stored ones (``doc`` None)."""
+
+    path: str
+    doc: Document | DocumentError | None
+    stamp: FileStamp | None = None
+    doc_id: str | None = None  # a skipped file: the doc_id its stored document has
+
+
+class FileSync:
+    """The file side of an ingest (``osrag.ingest.sync``): stamps files, skips the unchanged ones unread,
+    remembers which files it found, and prunes the documents whose file is gone."""
+
+    def __init__(
+        self,
+        store: VersionStore,
+        recipe_key: Callable[[str, str, str], str],
+        options: ReadOptions,
+        read_report: ReadReport,
+    ) -> None:
+        self.store = store
+        #: (model name, collection, how files are read) -> the recipe of ``osrag.ingest.sync``
+        self.recipe_key = recipe_key
+        self.options = options
+        self.read_report = read_report
+        self.index = ""
+        self.model_name = ""
+        self.stored: dict[str, dict[str, list[StoredFile]]] = {}  # collection -> origin -> docs
+        self.found: dict[str, set[str]] = {}  # collection -> origins found in this run
+        self.read_as: dict[str, str] = {}  # origin -> the doc_id it gave in this run
+        self._stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}  # shown path -> stamp
+        self._recipes: dict[tuple[str, int], str] = {}  # (collection, rules) -> recipe
+        self._digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
+
+    def begin(self, index: str, model_name: str) -> None:
+        """Called under the write lock, before the first file is stamped."""
+        self.index, self.model_name = index, model_name
+
+    def _stored(self, collection: str) -> dict[str, list[StoredFile]]:
+        if collection not in self.stored:
+            vis = [visibility_filter(self.store.alias)]
+            self.stored[collection] = stored_files(self.store.cluster, self.index, collection, vis)
+        return self.stored[collection]
+
+    def items(self, paths: Sequence[str | Path]) -> Iterator[Item]:
+        """The files under ``paths`` as ``read_tree`` reads them, except that a file whose stamp
+        is the stored one is not read at all (``before_read``)."""
+        for shown, got in read_tree(paths, self.options, self.read_report, self.before_read):
+            if isinstance(got, Unchanged):
+                yield Item(shown, None, got.stamp, doc_id=got.doc_id)
+                continue
+            stamped = self._stamps.pop(shown, None)
+            stamp = None
+            if stamped is not None and isinstance(got, Document):
+                # The stamp covers the files its includes read (an edited include changes it).
+                stamp = with_includes(stamped[0], got.metadata.get("includes") or (), stamped[1])
+                self.read_as[stamp.origin] = got.doc_id
+            yield Item(shown, got, stamp)
+
+    def before_read(self, path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
+        """Asked by ``read_tree`` before it reads a file: ``Unchanged`` when the file's stamp is
+        its stored document's (the file is then not read), else None (its stamp is kept for
+        the item)."""
+        opts = self.options
+        coll = opts.collection or collection_of(root)
+        self.found.setdefault(coll, set()).add(origin_of(path, root, coll))
+        key = (coll, id(rules))
+        if key not in self._recipes:
+            self._recipes[key] = self.recipe_key(self.model_name, coll, repr((rules, opts.base_url)))
+        stamp = stamp_file(path, root, coll, self._recipes[key], opts.max_bytes)
+        if stamp is None:
+            return None
+        if root not in self._digests:
+            self._digests[root] = bytes_digest(root.resolve(), opts.max_bytes)
+        known = self._stored(coll).get(stamp.origin, [])
+        if unchanged(stamp, known, self._digests[root]):
+            return Unchanged(display_path(path), stamp, known[0].doc_id)
+        self._stamps[display_path(path)] = (stamp, self._digests[root])
+        return None
+
+    def prune(self, index: str) -> list[str]:
+        """Remove (atomically per document, ``VersionStore.remove``) the documents of the
+        collections found in this run whose file was not found, or that the file no longer
+        gives (its front matter names another doc_id now). A file that failed to read keeps
+        its document. Returns the doc_ids removed."""
+        doomed: dict[str, set[str]] = {}  # doc_id -> version keys
+        for coll, found in self.found.items():
+            for origin, docs in self._stored(coll).items():
+                now = self.read_as.get(origin)
+                for d in docs:
+                    if origin not in found or (now is not None and d.doc_id != now):
+                        doomed.setdefault(d.doc_id, set()).add(d.version_key)
+        if not doomed:
+            return []
+        keys = sorted(k for ks in doomed.values() for k in ks)
+        left = guarded_remove(self.store.cluster, self.store, index, keys, "osrag ingest --prune")
+        if left:
+            log.warning("prune: %d version(s) kept hidden, their chunks could not be deleted", len(left))
+        return sorted(doomed)
+
+
+__all__ = ["FileSync", "Item"]

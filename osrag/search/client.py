@@ -1,0 +1,304 @@
+"""What apps call: ``SearchClient`` (sync), and ``QuerySteps``, the query path it shares with
+``AsyncSearchClient`` (``osrag.search.asearch``): question -> candidates -> reranked -> selected -> envelope.
+
+The path is a generator of steps (``osrag.steps``): it yields a ``Call`` when it needs
+OpenSearch and a ``Work`` when it needs the CPU (the question's embedding, the
+cross-encoder, the selection), and is sent back the result. Retrieval and its steps are
+``osrag.search.retriever``; here the rest of the contract: the gate's annotation, the cross-encoder,
+rank and select (``osrag.search.ranking``, under one ``SelectionPolicy`` read from the settings). One
+``Candidate`` (``osrag.search.candidates``) travels through every stage; ``Passage`` is the only one
+that leaves. ``SearchClient`` answers each step inline with the sync client;
+``AsyncSearchClient`` awaits ``AsyncOpenSearch`` for a ``Call`` and runs a ``Work`` in a
+thread. The two differ only in how they talk to OpenSearch.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from osrag import counting
+from osrag.access import Principal
+from osrag.admin.installer import Admin
+from osrag.embedding import Embedder
+from osrag.envelope import Envelope, Passage, RerankInfo
+from osrag.errors import InputError, ModelError
+from osrag.observability import observe_search
+from osrag.search import gate, ranking
+from osrag.search.budget import SelectionConfig
+from osrag.search.candidates import Candidate
+from osrag.search.query import parse_filters
+from osrag.search.rerank import Reranker
+from osrag.search.retrieval import Retrieval, elapsed_ms
+from osrag.search.retriever import MODEL_WORK, Retriever
+from osrag.settings import MAX_BUDGET_TOKENS, Settings
+from osrag.steps import Call, Steps, T, Work, run_steps
+
+__all__ = ["QuerySteps", "SearchClient"]
+
+
+class QuerySteps(Retriever):
+    """The whole query path as steps (retrieval from ``Retriever``, then annotate, rerank and
+    select), with the reranker and the selection policy. No I/O here: a subclass answers the steps.
+
+    Every read is filtered for a principal (``osrag.access``): the one given to the call,
+    else the client's own ``principal``; with neither it is an ``InputError`` (fail closed).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        reranker: Reranker | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        super().__init__(settings, principal=principal)
+        self._reranker = reranker
+        #: How candidates become an answer, read from the settings once.
+        self.policy = ranking.SelectionPolicy.from_settings(self.s)
+
+    # -- the full contract
+    def _search(
+        self,
+        question: str,
+        *,
+        budget_tokens: int | None,
+        filters: Mapping[str, Any] | None,
+        depth: int | None,
+        rerank: bool | None,
+        tokenizer: Any | None,
+        selection: str | None,
+        selection_config: SelectionConfig | None,
+        principal: Principal | None,
+    ) -> Steps[Envelope]:
+        t_start = time.perf_counter()
+        who = self.principal_for(principal)
+        budget = self._checked_budget(budget_tokens)
+        policy = self.policy.with_overrides(selection, selection_config)
+        parsed_filters = parse_filters(filters)
+        ret = yield from self._retrieve(question, "hybrid", depth, parsed_filters, who, evidence=True)
+        question = question.strip()
+        timings = dict(ret.timings_ms)
+        notes: list[str] = list(ret.notes)
+        if ret.hits and ret.analysis is not None:
+            t0 = time.perf_counter()
+            yield Work(functools.partial(gate.annotate, question, ret.analysis, ret.vector, ret.hits))
+            timings["annotate"] = elapsed_ms(t0)
+        use_rerank = self.s.rerank if rerank is None else rerank
+        ordered, info = yield Work(
+            functools.partial(self._rerank, question, ret.hits, use_rerank, notes, timings)
+        )
+        t0 = time.perf_counter()
+        env = yield Work(
+            functools.partial(self._select, question, ordered, ret, budget, policy, tokenizer, info)
+        )
+        timings["select"] = elapsed_ms(t0)
+        env.filters = dict(parsed_filters)
+        env.notes = notes
+        env.access = who.describe()
+        env.timings_ms = {k: round(v, 2) for k, v in timings.items()}
+        env.timings_ms["total"] = elapsed_ms(t_start)
+        return env
+
+    def _checked_budget(self, budget_tokens: int | None) -> int:
+        """The call's token budget, else the settings'; anything but 1..MAX_BUDGET_TOKENS is refused."""
+        budget = self.s.budget_tokens if budget_tokens is None else budget_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 0 < budget <= MAX_BUDGET_TOKENS:
+            shown = repr(budget) if len(repr(budget)) <= 40 else repr(budget)[:39] + "…"
+            raise InputError(
+                f"token budget must be a positive integer, got {shown} "
+                f"(budget_tokens: 1 to {MAX_BUDGET_TOKENS:,}, as OSRAG_BUDGET_TOKENS)"
+            )
+        return budget
+
+    def _select(
+        self,
+        question: str,
+        ordered: list[Candidate],
+        ret: Retrieval,
+        budget: int,
+        policy: ranking.SelectionPolicy,
+        tokenizer: Any | None,
+        rerank: RerankInfo,
+    ) -> Envelope:
+        """Rank and select in the budget tokenizer's count (``osrag.counting``); model work, so one at a time."""
+        with MODEL_WORK:
+            if tokenizer is not None:
+                counter = counting.caller_counter(tokenizer)
+            else:
+                counter = counting.budget_counter(self.s, self.embedder)
+            reuse = counting.same_counter(ret.meta, counter)
+            env = ranking.rank_and_select(
+                question,
+                ordered,
+                budget,
+                policy,
+                fresh=ranking.freshness(self.s.alias, ret.index, ret.meta),
+                count_tokens=counter.count,
+                use_stored_counts=reuse,
+                rerank=rerank,
+                required_codes=ret.analysis.required_codes if ret.analysis is not None else None,
+            )
+            env.tokenizer = counter.info(stored_counts=reuse)
+            return env
+
+    def _rerank(
+        self, question: str, hits: list[Candidate], use: bool, notes: list[str], timings: dict[str, float]
+    ) -> tuple[list[Candidate], RerankInfo]:
+        """Hits in cross-encoder order (fused order when off or unavailable), and what happened."""
+        model = self._reranker.model_name if self._reranker is not None else self.s.reranker_model
+        info = RerankInfo(model=model if use else None)
+        ordered = list(hits)
+        if not use:
+            info.note = "disabled by configuration"
+            return ordered, info
+        if not ordered:
+            return ordered, info
+        t0 = time.perf_counter()
+        try:
+            with MODEL_WORK:
+                if self._reranker is None:
+                    self._reranker = Reranker.from_settings(self.s)
+                budget = self.s.rerank_budget_ms
+                rr = self._reranker.score(question, [h.text for h in ordered], budget)
+            for h, sc, tr in zip(ordered, rr.scores, rr.truncated):
+                h.rerank, h.truncated = sc, tr
+            ordered = [ordered[i] for i in rr.order]  # scored head by score, the rest in fused order
+            info.used = True
+            info.reranked = rr.scored
+            info.budget_ms = budget if budget is not None else self._reranker.budget_ms
+            said = []
+            n_tr = sum(rr.truncated)
+            if n_tr:
+                said.append(f"{n_tr} candidate(s) truncated to {rr.max_length} tokens for reranking")
+            if rr.out_of_time:
+                said.append(
+                    f"rerank budget {info.budget_ms:g} ms: {rr.scored} of {len(ordered)} candidates scored, "
+                    "the rest keep their fused order"
+                )
+            info.note = "; ".join(said)
+        except ModelError as exc:
+            info.note = f"reranker unavailable, ranked without it (fused order plus evidence): {exc}"
+            notes.append(info.note)
+        timings["rerank"] = (time.perf_counter() - t0) * 1000
+        return ordered, info
+
+
+class SearchClient(QuerySteps):
+    """What apps call: ``SearchClient(settings).search(question, principal=…, budget_tokens=…, filters=…)``.
+
+    Construction does no I/O; the cluster, the embedding model and the reranker
+    are reached on the first search and reused afterwards.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        reranker: Reranker | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        super().__init__(settings, reranker=reranker, principal=principal)
+        self.admin = Admin(self.s)
+        self.cluster = self.admin.cluster
+
+    def _run(self, steps: Steps[T]) -> T:
+        return run_steps(steps, self._answer)
+
+    def _answer(self, step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        fn = operator.attrgetter(step.method)(self.cluster.client)
+        return self.cluster.call(step.what, fn, **step.kwargs)
+
+    def embedder(self) -> Embedder:
+        if self._index_meta is None:
+            self._run(self._target())
+        return super().embedder()
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        mode: str = "hybrid",
+        depth: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+        pipeline: str | None = None,
+        principal: Principal | None = None,
+        vectors: bool = True,
+    ) -> Retrieval:
+        """The candidates of ``question`` before the gate, rerank and budget: what ``search``
+        starts from, for comparing retrieval heads, fusions and depths.
+
+        ``mode`` is one of ``osrag.search.query.MODES`` (``hybrid``, the shipped one; ``bm25``,
+        ``bm25-text``, ``bm25-std``, ``knn``); ``depth`` how many candidates (default
+        ``OSRAG_CANDIDATE_DEPTH``); ``filters`` and ``principal`` as for ``search``;
+        ``pipeline`` another search pipeline for the hybrid mode. ``Retrieval.hits`` are
+        ``osrag.search.candidates.Candidate`` records in the cluster's order: ``chunk_id``,
+        ``doc_id``, ``text``, ``token_count`` (the count stored at ingest), ``fused`` and
+        ``rank`` as attributes, the whole stored chunk as ``source`` (an
+        ``osrag.records.ChunkSource``, its vector as ``source.embedding``). The scores the
+        gate and the cross-encoder add (``coverage``, ``cosine``, ``relevance``,
+        ``rerank``) are filled by ``search`` only. ``vectors=False`` leaves the stored vectors on
+        the server (``source.embedding`` is None): a lighter request for a caller that only
+        ranks."""
+        who = self.principal_for(principal)
+        flt = parse_filters(filters)
+        return self._run(self._retrieve(question, mode, depth, flt, who, pipeline, vectors=vectors))
+
+    def section(
+        self,
+        section_id: str,
+        *,
+        principal: Principal | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[Passage]:
+        """The chunks of a section and of its direct subsections, in document order, filtered
+        exactly like a search (visibility, archive, ``principal``, ``filters``).
+
+        A passage carries ``section_id`` and ``parent_section_id``; an app that needs more
+        context than one chunk asks for the section instead of raising the budget. Section ids
+        are predictable (``{doc_id}#{n}``), so a section the principal may not see is empty,
+        never a way around the ACL.
+        """
+        return self._run(self._section(section_id, principal, filters))
+
+    def search(
+        self,
+        question: str,
+        *,
+        budget_tokens: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+        depth: int | None = None,
+        rerank: bool | None = None,
+        tokenizer: Any | None = None,
+        selection: str | None = None,
+        selection_config: SelectionConfig | None = None,
+        principal: Principal | None = None,
+    ) -> Envelope:
+        """The minimal material sufficient to answer ``question`` within the budget, or say so,
+        from what ``principal`` may see (the envelope's ``access`` says whom it was filtered for).
+
+        ``selection`` is the policy, ``"recall"`` or ``"minimal"`` (default: ``OSRAG_SELECTION``);
+        ``selection_config`` overrides the budget walk's knobs (dedup, reserved slot);
+        ``tokenizer`` (a callable text -> count) overrides the budget tokenizer
+        (``OSRAG_BUDGET_TOKENIZER``); the envelope's ``tokenizer`` says which one counted."""
+        return self._run(
+            observe_search(
+                self._search(
+                    question,
+                    budget_tokens=budget_tokens,
+                    filters=filters,
+                    depth=depth,
+                    rerank=rerank,
+                    tokenizer=tokenizer,
+                    selection=selection,
+                    selection_config=selection_config,
+                    principal=principal,
+                ),
+                question,
+            )
+        )

