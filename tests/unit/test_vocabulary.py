@@ -111,10 +111,10 @@ def test_the_checkers_catch_the_old_wrong_wordings(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "hybrid (BM25 + kNN, fused by min-max 0.8/0.2 unless OSRAG_FUSION says otherwise)",
+        "hybrid (BM25 + kNN, fused by min-max 0.6/0.4 unless OSRAG_FUSION says otherwise)",
         "min-max (default) or weighted RRF pipelines",
         "RRF at any weight lost MRR on the dev set (0.9/0.1: 0.796)",
-        "**shipped: hybrid, min-max 0.8/0.2** | hybrid, RRF 0.5/0.5",
+        "**shipped: hybrid, min-max 0.6/0.4** | hybrid, RRF 0.5/0.5",
         "`minimal` keeps only chunks close to the best evidence (leaner, loses answers)",
     ],
 )
@@ -125,7 +125,7 @@ def test_the_checkers_pass_what_is_true(text: str) -> None:
 # ------------------------------------------------------------------- code defaults
 def test_settings_take_their_sets_and_defaults_from_the_vocabulary() -> None:
     assert _default("fusion") == DEFAULT_FUSION == "minmax"
-    assert tuple(_default("fusion_weights")) == DEFAULT_FUSION_WEIGHTS == (0.8, 0.2)
+    assert tuple(_default("fusion_weights")) == DEFAULT_FUSION_WEIGHTS == (0.6, 0.4)
     assert _default("selection") == DEFAULT_POLICY == "recall"
     fields = Settings.model_fields
     assert set(_without_none(fields["fusion"].annotation)) == set(FUSIONS)
@@ -225,7 +225,7 @@ def test_help_names_the_shipped_defaults(command: str, text: str) -> None:
 
 def test_root_help_names_the_fusion() -> None:
     root = " ".join(dict(HELPS)["osrag"].split())
-    assert describe_fusion() == "min-max 0.8/0.2"
+    assert describe_fusion() == "min-max 0.6/0.4"
     assert describe_fusion() in root
 
 
