@@ -87,6 +87,16 @@ def ensure_state_index(cluster: Cluster, alias: str, replicas: int = 0) -> None:
             },
             ignore=400,  # created meanwhile by a concurrent ingest or reindex
         )
+    # A concurrent ingest may have just created it: "exists" is true while its shard is still
+    # recovering, and a lock read then fails with 503 (seen in the two-process race test). Wait for
+    # the primary (a no-op once it is started). Serverless has no shards to wait for, nor this API.
+    if not getattr(cluster.settings, "serverless", False):
+        cluster.call(
+            "wait for state index",
+            client.cluster.health,
+            index=name,
+            params={"wait_for_status": "yellow", "timeout": "30s"},
+        )
     cluster.call(
         "update state index mapping",
         client.indices.put_mapping,

@@ -163,6 +163,23 @@ def test_state_index_is_created_strict_when_missing(fake_cluster: Any, fake_clie
     fake_client.indices.create.assert_not_called()
 
 
+def test_a_state_index_another_ingest_just_made_is_waited_for(
+    fake_cluster: Any, fake_client: Any, node: Any, make_cluster: Any
+) -> None:
+    # "exists" is true while its shard may still recover: the lock read after it would be a 503.
+    node.add_index(STATE)
+    locking.ensure_state_index(fake_cluster, ALIAS)
+    kw = fake_client.cluster.health.call_args.kwargs
+    assert kw["index"] == STATE and kw["params"]["wait_for_status"] == "yellow"
+    fake_client.cluster.health.reset_mock()
+    serverless = make_cluster(
+        url="https://x.eu-west-1.aoss.amazonaws.com", auth="sigv4", aws_service="aoss", aws_region="eu-west-1"
+    )
+    assert serverless.settings.serverless
+    locking.ensure_state_index(serverless, ALIAS)  # no shards there, nor the API
+    fake_client.cluster.health.assert_not_called()
+
+
 # ---------------------------------------------------------------- the writers' register
 def test_register_and_read_the_writers(fake_cluster: Any, fake_client: Any, node: Any) -> None:
     rec = locking.holder()
