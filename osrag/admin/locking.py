@@ -95,7 +95,9 @@ def ensure_state_index(cluster: Cluster, alias: str, replicas: int = 0) -> None:
             "wait for state index",
             client.cluster.health,
             index=name,
-            params={"wait_for_status": "yellow", "timeout": "30s"},
+            # The server's own 30 s bound; never a "timeout" key in params: opensearch-py takes that
+            # for the client's request timeout (and "30s" for a number it is not).
+            params={"wait_for_status": "yellow"},
         )
     cluster.call(
         "update state index mapping",

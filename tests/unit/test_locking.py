@@ -170,7 +170,7 @@ def test_a_state_index_another_ingest_just_made_is_waited_for(
     node.add_index(STATE)
     locking.ensure_state_index(fake_cluster, ALIAS)
     kw = fake_client.cluster.health.call_args.kwargs
-    assert kw["index"] == STATE and kw["params"]["wait_for_status"] == "yellow"
+    assert kw["index"] == STATE and kw["params"] == {"wait_for_status": "yellow"}
     fake_client.cluster.health.reset_mock()
     serverless = make_cluster(
         url="https://x.eu-west-1.aoss.amazonaws.com", auth="sigv4", aws_service="aoss", aws_region="eu-west-1"
