@@ -201,6 +201,32 @@ def distinct_hits(hits: list[Candidate], depth: int) -> list[Candidate]:
     return out
 
 
+def failed_as_a_node_went_away(exc: BaseException) -> bool:
+    """True when a whole search failed with a 5xx ``search_phase_execution_exception`` and every
+    failure it names is a copy going away (a node stopping mid-request: seen as a 500 whose phase
+    lost its shards). A search is read-only, so one more ask is safe; a query the cluster refuses
+    is a 400, or names a failure of another kind, and is not asked again."""
+    cause = exc.__cause__
+    if getattr(cause, "status_code", None) not in (500, 503):
+        return False
+    info = getattr(cause, "info", None)
+    err = info.get("error") if isinstance(info, Mapping) else None
+    if not isinstance(err, Mapping) or err.get("type") != "search_phase_execution_exception":
+        return False
+    named: set[str] = set()
+    for f in err.get("failed_shards") or []:
+        if isinstance(f, Mapping):
+            named.add(str((f.get("reason") or {}).get("type") or ""))
+    for r in err.get("root_cause") or []:
+        if isinstance(r, Mapping) and r.get("type") != "search_phase_execution_exception":
+            named.add(str(r.get("type") or ""))
+    caused = err.get("caused_by")
+    if isinstance(caused, Mapping):
+        named.add(str(caused.get("type") or ""))
+    named.discard("")
+    return named <= TRANSIENT_SHARD_FAILURES
+
+
 def scripts_refused(exc: ClusterError) -> bool:
     """True when the cluster refused a search because it does not run inline scripts
     (``script.allowed_types`` without ``inline``, or painless not allowed in that context)."""

@@ -32,6 +32,7 @@ from osrag.search.analyzer import SearchAnalyzer, Unsupported, search_analyzer
 from osrag.search.candidates import (
     Candidate,
     distinct_hits,
+    failed_as_a_node_went_away,
     missing_index,
     scripts_refused,
     shards_failed_transiently,
@@ -275,6 +276,9 @@ class Retriever:
         except ClusterError as exc:
             if missing_index(exc, index):
                 raise
+            if failed_as_a_node_went_away(exc):
+                log.info("search of %s failed as a node went away; asked once more", index)
+                return (yield Call("search", "search", search))
             if self._vectors == "doc" and scripts_refused(exc):
                 self._vectors = "source"
                 notes.append("this cluster runs no inline scripts: vectors read from _source")

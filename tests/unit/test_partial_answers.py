@@ -130,3 +130,49 @@ def test_section_from_a_partial_answer_is_refused_not_cut_short() -> None:
     shards = FAILED
     with pytest.raises(ClusterError, match=r"section 'd#1': partial answer: 1 of 3 shards failed"):
         run_steps(sc._section("d#1", PUBLIC, None), answer)
+
+
+def _phase_error(status: int, **err: Any) -> ClusterError:
+    """The ClusterError a whole failed search reaches the path as (its cause an opensearch-py error)."""
+    from opensearchpy.exceptions import TransportError
+
+    info = {"error": {"type": "search_phase_execution_exception", "reason": "", **err}, "status": status}
+    try:
+        raise ClusterError(f"OpenSearch search failed: {status}") from TransportError(status, "x", info)
+    except ClusterError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("error", "searches"),
+    [
+        # the whole search failed as a node stopped: asked once more, answered by the other copy
+        (_phase_error(500, failed_shards=[{"reason": {"type": "node_disconnected_exception"}}]), 2),
+        (_phase_error(500), 2),  # nothing named: a read, safe to ask once more
+        # a failure of another kind is raised, never asked again
+        (_phase_error(500, failed_shards=[{"reason": {"type": "query_shard_exception"}}]), 1),
+        (_phase_error(400, failed_shards=[{"reason": {"type": "node_disconnected_exception"}}]), 1),
+    ],
+)
+def test_a_search_that_failed_as_a_node_went_away_is_asked_once_more(
+    error: ClusterError, searches: int
+) -> None:
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
+    sc = SearchClient(s, principal=PUBLIC)
+    asked: list[int] = []
+    ok = _counting_answer([{"total": 3, "successful": 3, "failed": 0}], [])
+
+    def answer(step: Call | Work) -> Any:
+        if isinstance(step, Call) and step.method == "search":
+            asked.append(1)
+            if len(asked) == 1:
+                raise error
+        return ok(step)
+
+    if searches == 2:
+        got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+        assert [h.chunk_id for h in got.hits] == ["a"] and got.notes == []
+    else:
+        with pytest.raises(ClusterError):
+            run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    assert len(asked) == searches
