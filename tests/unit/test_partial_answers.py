@@ -38,32 +38,6 @@ def test_shards_missing_names_the_failed_count_and_reason() -> None:
     assert reasonless is not None and "2 of 2 shards failed (unknown)" in reasonless
 
 
-def test_retrieve_carries_the_note_of_a_partial_answer() -> None:
-    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
-    sc = SearchClient(s, principal=PUBLIC)
-    shards: dict[str, Any] = {"total": 3, "successful": 3, "failed": 0}
-
-    def answer(step: Call | Work) -> Any:
-        if isinstance(step, Work):
-            return step.fn()
-        if step.method == "info":
-            return {"version": {"number": "3.6.0"}}
-        if step.method == "cat.plugins":
-            return [{"component": "opensearch-knn"}, {"component": "opensearch-neural-search"}]
-        if step.method == "indices.get_mapping":
-            return {"t-unit-1": {"mappings": {"_meta": {"osrag": {}}, "properties": {}}}}
-        assert step.method == "search", step
-        src = {"chunk_id": "a", "text": "возврат"}
-        return {"_shards": shards, "hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": src}]}}
-
-    whole = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
-    assert [h.chunk_id for h in whole.hits] == ["a"] and whole.notes == []
-    shards = FAILED
-    part = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
-    assert [h.chunk_id for h in part.hits] == ["a"]  # what did come back is still given
-    assert any("1 of 3 shards failed" in n for n in part.notes), part.notes
-
-
 def _counting_answer(replies: list[dict[str, Any]], asked: list[int]) -> Any:
     def answer(step: Call | Work) -> Any:
         if isinstance(step, Work):
@@ -83,6 +57,18 @@ def _counting_answer(replies: list[dict[str, Any]], asked: list[int]) -> Any:
         }
 
     return answer
+
+
+def test_retrieve_carries_the_note_of_a_partial_answer() -> None:
+    s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
+    sc = SearchClient(s, principal=PUBLIC)
+    every = _counting_answer([{"total": 3, "successful": 3, "failed": 0}], [])
+    whole = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), every)
+    assert [h.chunk_id for h in whole.hits] == ["a"] and whole.notes == []
+    some = _counting_answer([FAILED], [])
+    part = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), some)
+    assert [h.chunk_id for h in part.hits] == ["a"]  # what did come back is still given
+    assert any("1 of 3 shards failed" in n for n in part.notes), part.notes
 
 
 @pytest.mark.parametrize(
