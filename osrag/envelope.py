@@ -46,6 +46,12 @@ class Passage(BaseModel):
     scores: StageScores = Field(default_factory=StageScores)
     via_reserved_slot: bool = False
     rerank_truncated: bool = False
+    #: Cut to the sentences that hold the question's terms (``osrag.search.trimming``): ``text``
+    #: keeps the heading line and those whole units, ``…`` lines stand for the rest; ``tokens`` is
+    #: what was charged, ``full_tokens`` what the whole chunk costs (``section()`` or a search
+    #: with trimming off gives it).
+    trimmed: bool = False
+    full_tokens: int | None = None
 
 
 def passage_of(src: ChunkSource, rank: int, **extra: Any) -> Passage:
@@ -135,6 +141,8 @@ class Envelope(BaseModel):
     below_threshold: int = 0
     candidates: int = 0
     reserved_slot_used: str | None = None
+    #: Passages cut to their evidence sentences (``Passage.trimmed``).
+    trimmed: int = 0
     # The fusion of the alias's search pipeline (OSRAG_FUSION).
     fusion: Fusion = DEFAULT_FUSION
     # The selection policy that ran: "recall" (the default, recall-safe) or "minimal" (leaner).
@@ -158,7 +166,8 @@ def render_text(env: Envelope) -> str:
         crumb = " > ".join(p.heading_path) or p.title
         score = p.scores.rerank if p.scores.rerank is not None else p.scores.fused
         shown = f", score {score:.4f}" if score is not None else ""
-        lines.append(f"[{p.rank}] {p.doc_id} · {crumb}  ({p.tokens} tok{shown})")
+        cut = f" of {p.full_tokens}, trimmed" if p.trimmed else ""
+        lines.append(f"[{p.rank}] {p.doc_id} · {crumb}  ({p.tokens}{cut} tok{shown})")
         lines.append(f"    {cite(p)}")
         body = p.text.strip()
         lines.extend("    " + ln for ln in body.splitlines())

@@ -267,6 +267,13 @@ class Settings(BaseSettings):
     # are not filler -- recall within budget at least top-k's minus 0.02 on both eval sets;
     # minimal: only chunks close to the best evidence (leaner, loses answers; see README).
     selection: Policy = DEFAULT_POLICY
+    # Trim a long passage to its units (sentences, list items, code blocks) that hold the most of the
+    # question's IDF-weighted terms, heading line kept, ``…`` for the rest (osrag.search.trimming):
+    # more pages fit a budget. trim_units: how many units a trimmed passage keeps.
+    trim_passages: bool = True
+    trim_units: Annotated[int, Field(ge=1, le=50)] = 2
+    # The first candidates of the walk (the likeliest answers) are delivered whole, with their context.
+    trim_keep_whole: Annotated[int, Field(ge=0, le=50)] = 2
     # Every read must name a tenant in its principal (osrag.access); chunks of other tenants are never shown.
     require_tenant: bool = False
 

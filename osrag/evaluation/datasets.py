@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from osrag.ingest.indexing import Ingester
 from osrag.ingest.ingest_report import IngestReport
 from osrag.ingest.walking import collection_of, find_files
 from osrag.records import ChunkSource
+from osrag.search.trimming import GAP, split_header
 
 # Query metadata fields of a BEIR set that become per-bucket rows when present (strings only).
 BEIR_BUCKET_FIELDS = ("overlap_bucket", "type")
@@ -72,6 +74,11 @@ class EvalSet:
 
     def ingest(self, ingester: Ingester) -> IngestReport:
         raise NotImplementedError
+
+    def trimmed_key(self, q: Query, src: ChunkSource, text: str) -> str:
+        """The key of a passage delivered trimmed to ``text`` (``osrag.search.trimming``). Judged per
+        document, any part of the document counts, so it is the chunk's key."""
+        return self.key(q, src)
 
     def sample(self, limit: int | None, seed: int = 0) -> EvalSet:
         """At most ``limit`` queries, a seeded sample kept in file order (quick runs)."""
@@ -135,8 +142,24 @@ class GoldenSet(EvalSet):
     corpus: Path = Path(".")
     spans: dict[str, dict[str, tuple[str, int, int]]] = field(default_factory=dict)  # qid -> key -> span
 
+    texts: dict[str, str] = field(default_factory=dict)  # doc_id -> Document.text (spans index it)
+
     def key(self, q: Query, src: ChunkSource) -> str:
         return judge(src, self.spans.get(q.qid, {})) or f"~{src.chunk_id}"
+
+    def trimmed_key(self, q: Query, src: ChunkSource, text: str) -> str:
+        """Judged on what was delivered, not on the chunk: each kept unit is found in the chunk's
+        span of its document and judged on its own span; a unit not found there counts for nothing
+        (so trimming can only lose a section here, never gain one)."""
+        doc = self.texts.get(src.doc_id, "")
+        a, b = src.start or 0, src.end if src.end is not None else len(doc)
+        for unit in kept_units(text, src.heading_path, src.title):
+            found = _find_unit(doc, unit, a, b)
+            if found is not None:
+                key = judge(replace(src, start=found[0], end=found[1]), self.spans.get(q.qid, {}))
+                if key:
+                    return key
+        return f"~{src.chunk_id}"
 
     def ingest(self, ingester: Ingester) -> IngestReport:
         return ingester.ingest([self.corpus])
@@ -161,7 +184,25 @@ def load_golden(path: Path, corpus: Path | None = None) -> GoldenSet:
     for qid, text, qtype, rel, filters in rows:
         spans[qid] = {section_key(d, s): (d, *spans_of.span(d, s)) for d, s in rel}
         queries.append(Query(qid, text, dict.fromkeys(spans[qid], 1), {"type": qtype}, filters))
-    return GoldenSet(name="golden", queries=queries, chunking_matters=True, corpus=corpus, spans=spans)
+    texts = {d: doc.text for d, doc in spans_of.docs.items()}
+    return GoldenSet(
+        name="golden", queries=queries, chunking_matters=True, corpus=corpus, spans=spans, texts=texts
+    )
+
+
+def kept_units(text: str, heading_path: Sequence[str] = (), title: str = "") -> list[str]:
+    """The lines of a trimmed passage's text after its heading line, without the gap lines."""
+    _, body = split_header(text, heading_path, title)
+    return [ln for ln in body.split("\n") if ln.strip() and ln.strip() != GAP]
+
+
+def _find_unit(doc: str, unit: str, start: int, end: int) -> tuple[int, int] | None:
+    """Where ``unit`` (whitespace-normalised by the trimmer) sits in ``doc[start:end]``."""
+    words = unit.split()
+    if not words:
+        return None
+    m = re.compile(r"\s+".join(map(re.escape, words))).search(doc, start, end)
+    return (m.start(), m.end()) if m else None
 
 
 # ------------------------------------------------------------------ BEIR

@@ -150,7 +150,10 @@ def _header(r: dict[str, Any]) -> list[str]:
         "- Budget table: plain top-k fills the budget with the shipped hybrid's candidates in rank order "
         "(whole chunks, no dedup, no gate); budget selection is `SearchClient.search()` with the shipped "
         "defaults at the same budget. «Nothing found» is `status=nothing_relevant` (for top-k: the first "
-        "candidate alone does not fit).",
+        "candidate alone does not fit). Selection trims long passages to their evidence sentences "
+        "(`OSRAG_TRIM_PASSAGES`) and is charged what it delivered; a trimmed golden passage is judged on the "
+        "sentences it kept (found in the chunk's span of its document), not on the chunk's span, so trimming "
+        "can lose a section there but never gain one; a document-level set counts any part of the document.",
         f"- Latency columns were measured with {r.get('workers', 1)} question(s) in flight at once on a "
         "machine shared with other work: compare rows with each other, not with a production node.",
         "",

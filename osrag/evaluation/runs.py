@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from osrag import templates
 from osrag.admin.installer import Admin
-from osrag.envelope import Envelope
+from osrag.envelope import Envelope, Passage
 from osrag.errors import ConfigError
 from osrag.evaluation import metrics
 from osrag.evaluation.datasets import EvalSet, Query
@@ -280,13 +280,23 @@ def budget_run(
             if b == stage_budget:
                 for k, v in env.timings_ms.items():
                     out.stage_ms.setdefault(k, []).append(v)
-            passages = [
-                (ChunkSource(chunk_id=p.chunk_id, doc_id=p.doc_id, start=p.start, end=p.end), p.tokens)
-                for p in env.passages
-            ]
-            delivered = [(_rel(evalset, q, src), t) for src, t in passages]
+            delivered = [(_passage_rel(evalset, q, p), p.tokens) for p in env.passages]
             out.add(SELECTION, b, q, delivered, env.status == "nothing_relevant")
     return out
+
+
+def _passage_rel(evalset: EvalSet, q: Query, p: Passage) -> str | None:
+    """A delivered passage's relevant key; a trimmed one is judged on the text it kept."""
+    src = ChunkSource(
+        chunk_id=p.chunk_id,
+        doc_id=p.doc_id,
+        start=p.start,
+        end=p.end,
+        heading_path=tuple(p.heading_path),
+        title=p.title,
+    )
+    k = evalset.trimmed_key(q, src, p.text) if p.trimmed else evalset.key(q, src)
+    return k if k in q.relevant else None
 
 
 def _rel(evalset: EvalSet, q: Query, src: ChunkSource) -> str | None:

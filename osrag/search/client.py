@@ -141,6 +141,7 @@ class QuerySteps(Retriever):
                 use_stored_counts=reuse,
                 rerank=rerank,
                 required_codes=ret.analysis.required_codes if ret.analysis is not None else None,
+                terms=ret.analysis.weights if ret.analysis is not None else None,
             )
             env.tokenizer = counter.info(stored_counts=reuse)
             return env

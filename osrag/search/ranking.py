@@ -19,6 +19,7 @@ from osrag.records import IndexMeta
 from osrag.search.budget import Selection, SelectionConfig, select
 from osrag.search.candidates import Candidate
 from osrag.search.gate import Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
+from osrag.search.trimming import Trim, TrimConfig, evidence_pattern, trim
 from osrag.vocabulary import POLICIES
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ class SelectionPolicy:
     keep_cosine: float | None = None
     default_cosines: tuple[float, float] = (0.0, 0.0)
     walk: SelectionConfig = field(default_factory=SelectionConfig)
+    #: Cut long passages to their evidence units before the walk (``osrag.search.trimming``).
+    trim: bool = False
+    trimming: TrimConfig = field(default_factory=TrimConfig)
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
@@ -80,6 +84,8 @@ class SelectionPolicy:
             keep_cosine=s.gate_keep_cosine if "gate_keep_cosine" in given else None,
             default_cosines=(s.gate_min_cosine, s.gate_keep_cosine),
             walk=SelectionConfig(dup_cosine=s.dedup_cosine, dup_overlap=s.dedup_overlap),
+            trim=s.trim_passages,
+            trimming=TrimConfig(max_units=s.trim_units, keep_whole=s.trim_keep_whole),
         )
 
     def with_overrides(self, name: str | None = None, walk: SelectionConfig | None = None) -> SelectionPolicy:
@@ -116,6 +122,7 @@ def rank_and_select(
     required_codes: Sequence[str] | None = None,
     filters: Mapping[str, Any] | None = None,
     notes: Sequence[str] = (),
+    terms: Mapping[str, float] | None = None,
 ) -> Envelope:
     """The minimal material sufficient to answer ``question`` within ``budget``, or say so.
 
@@ -126,7 +133,8 @@ def rank_and_select(
     the count the index stored in its model's own tokenizer (``use_stored_counts``), else
     ``count_tokens`` of its text (a caller's own tokenizer, or a chunk without a count).
     ``required_codes``: the codes an answer must hold (``codes.required_codes``); None when the
-    index was not asked, then every Latin code of the question is.
+    index was not asked, then every Latin code of the question is. ``terms``: the question's
+    analyzed terms with their IDF weights (``gate.Analysis.weights``), which trimming looks for.
     """
     gate = policy.gate(fresh.embedding_model)
     info = rerank or RerankInfo()
@@ -143,6 +151,7 @@ def rank_and_select(
         c.tokens = stored if use_stored_counts and stored is not None else int(count_tokens(c.text))
         c.score = float(n - pos)  # rank-derived, so that selection walks the final order
     gated = [c for c in ordered if c.chunk_id in keep]
+    trims = _trim_all(gated, budget, policy, terms, count_tokens) if policy.trim and terms else {}
     sel = select(gated, budget, policy.walk)
     status, message = _status(sel, budget, bool(ordered), missing)
     passages = [
@@ -153,9 +162,17 @@ def rank_and_select(
             scores=StageScores(fused=c.fused, rerank=c.rerank, relevance=round(c.relevance, 4)),
             via_reserved_slot=(sel.reserved_used == c.chunk_id),
             rerank_truncated=c.truncated,
+            **_trimmed_fields(trims.get(c.chunk_id)),
         )
         for rank, c in enumerate(sel.selected, start=1)
     ]
+    n_trimmed = sum(p.trimmed for p in passages)
+    if n_trimmed:
+        notes = [
+            *notes,
+            f"{n_trimmed} passage(s) trimmed to the sentences that hold the question's terms "
+            "(full_tokens: their whole cost; section() gives the whole text)",
+        ]
     return Envelope(
         question=question,
         status=status,
@@ -169,6 +186,7 @@ def rank_and_select(
         below_threshold=len(ordered) - len(gated),
         candidates=n,
         reserved_slot_used=sel.reserved_used,
+        trimmed=n_trimmed,
         fusion=policy.fusion,
         selection=policy.name,
         rerank=info,
@@ -176,6 +194,52 @@ def rank_and_select(
         freshness=fresh,
         notes=list(notes),
     )
+
+
+def _trim_all(
+    gated: Sequence[Candidate],
+    budget: int,
+    policy: SelectionPolicy,
+    terms: Mapping[str, float],
+    count_tokens: Callable[[str], int],
+) -> dict[str, Trim]:
+    """Trim the gated candidates in walk order, charging each its trimmed cost (``c.tokens``).
+
+    Only the candidates the walk can reach are cut: once twice the budget is spoken for, the
+    rest would be left out anyway and keep their whole cost (trimming is tokenizer work).
+    """
+    pattern = evidence_pattern(list(terms))
+    out: dict[str, Trim] = {}
+    if pattern is None:
+        return out
+    spoken = sum(c.tokens for c in gated[: policy.trimming.keep_whole])
+    for c in gated[policy.trimming.keep_whole :]:
+        if spoken > 2 * budget:
+            break
+        src = c.source
+        t = trim(
+            src.text,
+            c.tokens,
+            terms,
+            pattern,
+            count_tokens,
+            heading_path=src.heading_path,
+            title=src.title,
+            kind=src.kind,
+            config=policy.trimming,
+        )
+        if t is not None:
+            out[c.chunk_id] = t
+            c.tokens = t.tokens
+        spoken += c.tokens
+    return out
+
+
+def _trimmed_fields(t: Trim | None) -> dict[str, Any]:
+    """A trimmed passage's own text and its whole cost; nothing for a whole one."""
+    if t is None:
+        return {}
+    return {"text": t.text, "trimmed": True, "full_tokens": t.full_tokens}
 
 
 def _left_out(sel: Selection) -> list[LeftOutItem]:
