@@ -68,6 +68,7 @@ from typing import Protocol
 import numpy as np
 
 from osrag import vocabulary
+from osrag.search.duplicates import duplicate_pairs
 
 __all__ = [
     "KINDS",
@@ -258,6 +259,19 @@ def shingle_overlap(a: str, b: str) -> float:
     return _containment(_words(a), _words(b))
 
 
+def _unit(emb: Sequence[float] | np.ndarray) -> np.ndarray:
+    v = np.asarray(emb, dtype=np.float64)  # from a float32 array: one C loop
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _pair_cosine(a: Sequence[float] | np.ndarray | None, b: Sequence[float] | np.ndarray | None) -> float:
+    """Rule 3's cosine of two candidates' vectors, computed pair by pair: what decides a pair the
+    batched test (``osrag.search.duplicates``) finds too close to the threshold to call."""
+    assert a is not None and b is not None
+    return float(np.dot(_unit(a), _unit(b)))
+
+
 def _relative_scores(scores: Sequence[float]) -> list[float]:
     """Scores mapped to [0, 1] against ``floor = min(0, lowest)`` (see the module docstring)."""
     if not scores:
@@ -282,9 +296,8 @@ class _Walk:
     cap: int
     protected: set[int]
     slot_free: bool
-    units: dict[int, np.ndarray | None] = field(default_factory=dict)
-    words: dict[int, list[str]] = field(default_factory=dict)
-    shingles: dict[tuple[int, int], set[int]] = field(default_factory=dict)
+    #: Each candidate's near duplicates among the others (``osrag.search.duplicates``).
+    partners: dict[int, set[int]] = field(default_factory=dict)
     selected: list[int] = field(default_factory=list)
     spent: int = 0
     left: dict[int, LeftOut] = field(default_factory=dict)
@@ -293,41 +306,14 @@ class _Walk:
     ref_density: float | None = None
     reserved_used: str | None = None
 
-    def _unit(self, i: int) -> np.ndarray | None:
-        if i not in self.units:
-            emb = self.cands[i].embedding
-            if emb is None:
-                self.units[i] = None
-            else:
-                v = np.asarray(emb, dtype=np.float64)  # from a float32 array: one C loop
-                norm = float(np.linalg.norm(v))
-                self.units[i] = v / norm if norm > 0 else v
-        return self.units[i]
-
-    def _words(self, i: int) -> list[str]:
-        if i not in self.words:
-            self.words[i] = _words(self.cands[i].text)
-        return self.words[i]
-
-    def _shingles(self, i: int, n: int) -> set[int]:
-        if (i, n) not in self.shingles:
-            self.shingles[(i, n)] = _shingles(self._words(i), n)
-        return self.shingles[(i, n)]
-
     def duplicate_of(self, i: int) -> str | None:
         """The best-ranked selected chunk that ``i`` nearly repeats, if any."""
-        ui, wi = self._unit(i), self._words(i)
+        near = self.partners.get(i)
+        if not near:
+            return None
         for j in sorted(self.selected, key=self.position.__getitem__):
-            uj = self._unit(j)
-            # Either signal suffices: the same text can sit under different vectors (another
-            # model, a changed breadcrumb), and different wording can embed alike.
-            if ui is not None and uj is not None and float(np.dot(ui, uj)) >= self.cfg.dup_cosine:
+            if j in near:
                 return self.cands[j].chunk_id
-            wj = self._words(j)
-            if wi and wj:  # _containment, inlined: this loop runs for every pair
-                n = min(SHINGLE_SIZE, len(wi), len(wj))
-                if _set_containment(self._shingles(i, n), self._shingles(j, n)) >= self.cfg.dup_overlap:
-                    return self.cands[j].chunk_id
         return None
 
     def _admit(self, i: int, density: float, via_slot: bool) -> None:
@@ -416,6 +402,14 @@ def select(
     )
     walk = _Walk(
         cands=cands,
+        partners=duplicate_pairs(
+            [c.text for c in cands],
+            [c.embedding for c in cands],
+            dup_cosine=cfg.dup_cosine,
+            dup_overlap=cfg.dup_overlap,
+            words_of=_words,
+            exact_cosine=lambda i, j: _pair_cosine(cands[i].embedding, cands[j].embedding),
+        ),
         position={i: pos for pos, i in enumerate(order)},
         value=value,
         cfg=cfg,
