@@ -196,5 +196,24 @@ class ChunkSource:
 
 #: The location fields a chunk's ``_source`` may carry (converted files, ``--base-url``).
 LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor", "url")
+#: What ``search()`` reads of a candidate's ``_source``: its passage (``envelope.passage_of``) and
+#: the hash the collapse falls back on. Asked by ``_source.includes``, so that neither the server
+#: sends nor the client parses the rest (breadcrumb, context, tenant, acl, ingest times ...).
+PASSAGE_FIELDS = (
+    "chunk_id",
+    "doc_id",
+    "title",
+    "heading_path",
+    "source",
+    "section_id",
+    "parent_section_id",
+    "kind",
+    "text",
+    "token_count",
+    "start",
+    "end",
+    "content_hash",
+    *LOCATION_FIELDS,
+)
 
-__all__ = ["LOCATION_FIELDS", "META_SCHEMA", "ChunkSource", "IndexMeta", "TokenCounterId"]
+__all__ = ["LOCATION_FIELDS", "META_SCHEMA", "PASSAGE_FIELDS", "ChunkSource", "IndexMeta", "TokenCounterId"]

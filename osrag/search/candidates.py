@@ -24,7 +24,6 @@ from osrag.names import content_hash
 from osrag.records import ChunkSource
 
 __all__ = [
-    "CANDIDATES_FILTER_PATH",
     "TRANSIENT_SHARD_FAILURES",
     "VECTOR_FIELD",
     "Candidate",
@@ -121,19 +120,6 @@ def hits_of(resp: Mapping[str, Any]) -> list[Candidate]:
         )
         for i, h in enumerate((resp.get("hits") or {}).get("hits") or ())
     ]
-
-
-#: What a candidates search needs of the answer (``filter_path``): the server's time, the shards'
-#: account (partial answers), each hit's id, score, source, script field and named queries, and
-#: the gate's aggregation -- the rest (index names, totals, max score) is never read.
-CANDIDATES_FILTER_PATH = ",".join(
-    [
-        "took",
-        "_shards",
-        *(f"hits.hits.{k}" for k in ("_id", "_score", "_source", "fields", "matched_queries")),
-        "aggregations",
-    ]
-)
 
 
 def shards_missing(resp: Mapping[str, Any]) -> str | None:

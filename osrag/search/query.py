@@ -324,6 +324,7 @@ def candidates_body(
     probes: Sequence[dict[str, Any]] = (),
     aggs: Mapping[str, Any] | None = None,
     vectors: str = "doc",
+    source_fields: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The request body of one retrieval ``mode`` (``question`` already passed ``lexical_text``).
 
@@ -331,6 +332,8 @@ def candidates_body(
     request; the probes ride on the BM25 head (hybrid mode only: the others are not gated).
     ``vectors`` says how each candidate's stored vector comes back (``VECTOR_WAYS``); either
     way ``candidates.hits_of`` puts it in the candidate's ``source.embedding``.
+    ``source_fields``: only these of ``_source`` (``records.PASSAGE_FIELDS`` for ``search()``);
+    None: the whole stored chunk but its ``body`` (``retrieve()``).
     """
     if vectors not in VECTOR_WAYS:
         raise ValueError(f"vectors must be one of {VECTOR_WAYS}, got {vectors!r}")
@@ -350,6 +353,9 @@ def candidates_body(
         body["_source"] = {"excludes": ["body", "embedding"]}
     else:
         body["_source"] = {"excludes": ["body"]}
+    if source_fields is not None:
+        wanted = [*source_fields, "embedding"] if vectors == "source" else list(source_fields)
+        body["_source"] = {"includes": wanted}
     if aggs:
         body["aggs"] = dict(aggs)
     return body
@@ -381,7 +387,8 @@ def section_body(section_id: str, filters: list[dict[str, Any]]) -> dict[str, An
 def vectors_in_source(body: Mapping[str, Any]) -> dict[str, Any]:
     """``body`` (a ``candidates_body``) asking for the vectors in ``_source`` instead of by script."""
     out = {k: v for k, v in body.items() if k != "script_fields"}
-    out["_source"] = {"excludes": ["body"]}
+    wanted = (body.get("_source") or {}).get("includes")
+    out["_source"] = {"includes": [*wanted, "embedding"]} if wanted else {"excludes": ["body"]}
     return out
 
 

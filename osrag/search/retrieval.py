@@ -13,9 +13,9 @@ from typing import Any
 
 from osrag.capabilities import Capabilities, adapt_search_body
 from osrag.errors import IndexStateError, InputError
-from osrag.records import IndexMeta
+from osrag.records import PASSAGE_FIELDS, IndexMeta
 from osrag.search import gate
-from osrag.search.candidates import CANDIDATES_FILTER_PATH, Candidate, hits_of, shards_missing
+from osrag.search.candidates import Candidate, hits_of, shards_missing
 from osrag.search.codes import code_aggs
 from osrag.search.query import MODES, candidates_body, collapsed, lexical_text, validate_question
 
@@ -165,11 +165,15 @@ def search_request(
         probes=evidence.probes(ask.lexical),
         aggs=evidence.aggs(),
         vectors=vectors,
+        # search() reads only what its passages show; retrieve() gives the whole stored chunk.
+        source_fields=PASSAGE_FIELDS if ask.evidence else None,
     )
     if server_collapse:
         body = collapsed(body)
     body = adapt_search_body(body, caps)
-    params: dict[str, Any] = {"filter_path": CANDIDATES_FILTER_PATH}
+    # No filter_path: the server's filtering of the answer cost more (0.7-1.4 ms a search at 10K
+    # and 100K chunks, A/B) than the few fields it drops save.
+    params: dict[str, Any] = {}
     if ask.mode == "hybrid":
         params["search_pipeline"] = ask.pipeline or pipeline
     return body, params
