@@ -111,6 +111,9 @@ def client_options(settings: Settings, asynchronous: bool = False) -> dict[str, 
         retry_on_status=(429, 502, 503, 504),
         http_compress=settings.http_compress,
         serializer=_serializer(),
+        # The sync client's answers reach orjson as bytes (osrag.jsonio.OrjsonConnection); an
+        # authentication mode that needs its own connection class still sets it below.
+        **({} if asynchronous else {"connection_class": _connection_class()}),
         **auth_options(settings, asynchronous),
     )
 
@@ -120,6 +123,12 @@ def _serializer() -> Any:
     from osrag.jsonio import OrjsonSerializer
 
     return OrjsonSerializer()
+
+
+def _connection_class() -> Any:
+    from osrag.jsonio import OrjsonConnection
+
+    return OrjsonConnection
 
 
 def make_client(settings: Settings) -> Any:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import numpy as np
 import pytest
-from opensearchpy.exceptions import SerializationError
+import urllib3
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import NotFoundError, SerializationError
 from opensearchpy.serializer import JSONSerializer
 
 from osrag.connection import client_options
-from osrag.jsonio import OrjsonSerializer
+from osrag.jsonio import OrjsonConnection, OrjsonSerializer, Utf8Answer
 from osrag.settings import Settings
 
 
@@ -45,3 +48,53 @@ def test_bad_json_is_opensearch_py_s_serialization_error() -> None:
 def test_both_clients_are_built_with_it() -> None:
     opts = client_options(Settings(url="http://127.0.0.1:1", _env_file=None))
     assert isinstance(opts["serializer"], OrjsonSerializer)
+
+
+def _answer(body: bytes, status: int = 200, ctype: str = "application/json; charset=UTF-8") -> Any:
+    return urllib3.HTTPResponse(
+        body=body, headers={"content-type": ctype}, status=status, preload_content=True
+    )
+
+
+class _FakePool:
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+    def urlopen(self, *args: Any, **kwargs: Any) -> Any:
+        return self.response
+
+    def close(self) -> None:
+        pass
+
+
+def _connection(response: Any) -> OrjsonConnection:
+    conn = OrjsonConnection(host="127.0.0.1", port=1)
+    conn.pool._pool = _FakePool(response)  # type: ignore[union-attr]
+    return conn
+
+
+def test_a_json_answer_reaches_the_serializer_as_its_bytes() -> None:
+    text = '{"hits": {"hits": [{"_source": {"text": "ёлка «TEA15»"}}]}}'
+    status, _, data = _connection(_answer(text.encode())).perform_request("POST", "/i/_search", body=b"{}")
+    assert status == 200 and isinstance(data, Utf8Answer) and bytes(data) == text.encode()
+    assert str(data) == text  # a debug log line shows the answer as text
+    assert OrjsonSerializer().loads(data) == json.loads(text)
+
+
+def test_an_error_or_a_text_answer_stays_text() -> None:
+    err = _answer(b'{"error": {"type": "index_not_found_exception"}, "status": 404}', status=404)
+    with pytest.raises(NotFoundError) as exc:
+        _connection(err).perform_request("GET", "/missing/_search")
+    assert exc.value.info["error"]["type"] == "index_not_found_exception"
+    _, _, data = _connection(_answer(b"green open i", ctype="text/plain")).perform_request(
+        "GET", "/_cat/indices"
+    )
+    assert type(data) is str and data == "green open i"
+
+
+def test_the_sync_client_uses_the_connection_and_the_async_one_its_own() -> None:
+    settings = Settings(url="http://127.0.0.1:1", _env_file=None)
+    assert client_options(settings)["connection_class"] is OrjsonConnection
+    assert "connection_class" not in client_options(settings, asynchronous=True)
+    client = OpenSearch(**client_options(settings))
+    assert all(isinstance(c, OrjsonConnection) for c in client.transport.connection_pool.connections)
