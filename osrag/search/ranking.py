@@ -205,8 +205,9 @@ def _trim_all(
 ) -> dict[str, Trim]:
     """Trim the gated candidates in walk order, charging each its trimmed cost (``c.tokens``).
 
-    Only the candidates the walk can reach are cut: once twice the budget is spoken for, the
-    rest would be left out anyway and keep their whole cost (trimming is tokenizer work).
+    Only the candidates the walk can reach are cut: once twice the budget is spoken for, the rest
+    would be left out anyway and keep their whole cost (each cut is a count in the model's
+    tokenizer). Stopping at once the budget itself cost vkdocs-ru-dev 0.010 and golden 0.016.
     """
     pattern = evidence_pattern(list(terms))
     out: dict[str, Trim] = {}

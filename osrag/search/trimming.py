@@ -80,16 +80,15 @@ def _fold(text: str) -> str:
     return text.casefold().replace("ё", "е")
 
 
-def units(body: str) -> list[str]:
-    """The body's deliverable units in order: a fenced block whole, each list item, table row or
-    heading line, and each sentence of a paragraph (its lines joined)."""
-    out: list[str] = []
+def _blocks(body: str) -> list[tuple[str, bool]]:
+    """The body's blocks in order, each with whether it is a paragraph (its lines joined, to be
+    split into sentences): a fenced block whole, each list item, table row or heading line."""
+    out: list[tuple[str, bool]] = []
     para: list[str] = []
 
     def flush() -> None:
         if para:
-            joined = " ".join(line.strip() for line in para)
-            out.extend(joined[a:b] for a, b in sentence_bounds(joined))
+            out.append((" ".join(line.strip() for line in para), True))
             para.clear()
 
     lines = body.split("\n")
@@ -101,18 +100,31 @@ def units(body: str) -> list[str]:
             j = i + 1
             while j < len(lines) and not _FENCE.match(lines[j]):
                 j += 1
-            out.append("\n".join(lines[i : j + 1]).strip("\n"))
+            out.append(("\n".join(lines[i : j + 1]).strip("\n"), False))
             i = j + 1
             continue
         if not line.strip():
             flush()
         elif _ITEM.match(line) or line.lstrip().startswith("#"):
             flush()
-            out.append(line.strip())
+            out.append((line.strip(), False))
         else:
             para.append(line)
         i += 1
     flush()
+    return out
+
+
+def _sentences(paragraph: str) -> list[str]:
+    return [paragraph[a:b] for a, b in sentence_bounds(paragraph)]
+
+
+def units(body: str) -> list[str]:
+    """The body's deliverable units in order: a fenced block whole, each list item, table row or
+    heading line, and each sentence of a paragraph (its lines joined)."""
+    out: list[str] = []
+    for text, is_para in _blocks(body):
+        out.extend(_sentences(text) if is_para else [text])
     return out
 
 
@@ -143,16 +155,23 @@ def trim(
     if pattern is None or tokens < config.min_tokens or kind in UNTRIMMED_KINDS:
         return None
     head, body = split_header(text, heading_path, title)
-    parts = units(body)
-    if len(parts) <= config.max_units:
-        return None
-    scored = []
-    for pos, unit in enumerate(parts):
-        found = {m.group(0) for m in pattern.finditer(_fold(unit))}
-        score = sum(weights.get(t, 0.0) for t in found)
-        if score > 0.0:
-            scored.append((-score, pos))
-    if not scored:
+
+    def weight(unit: str) -> float:
+        return sum(weights.get(t, 0.0) for t in {m.group(0) for m in pattern.finditer(_fold(unit))})
+
+    # Only a paragraph that holds a term is split into sentences: one that holds none is never
+    # kept, so it stays one unit (the sentence splitter is most of trimming's cost).
+    parts: list[str] = []
+    scored: list[tuple[float, int]] = []
+    for block, is_para in _blocks(body):
+        w = weight(block)
+        pieces = _sentences(block) if is_para and w > 0.0 else [block]
+        for piece in pieces:
+            w_piece = w if len(pieces) == 1 else weight(piece)
+            if w_piece > 0.0:
+                scored.append((-w_piece, len(parts)))
+            parts.append(piece)
+    if len(parts) <= config.max_units or not scored:
         return None
     keep = sorted(pos for _, pos in sorted(scored)[: config.max_units])
     lines = [head, ""] if head else []
