@@ -11,7 +11,8 @@ failure is opensearch-py's own ``SerializationError``.
 ``OrjsonConnection`` (the sync client's connection class) hands a JSON answer to the serializer
 as the bytes that came: opensearch-py's connection decodes every answer to ``str`` first, which
 orjson then encodes back to UTF-8 to parse -- for a ~150 KB search answer that round trip cost
-more than the parse itself.
+more than the parse itself. Its urllib3 connections also write a request's headers and body in
+one ``send`` (urllib3 writes them apart, and each write wakes the server's reader).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import urllib3
 from opensearchpy.connection import Urllib3HttpConnection
 from opensearchpy.exceptions import SerializationError
 from opensearchpy.serializer import JSONSerializer
@@ -94,9 +96,54 @@ class _Pool:
         return _Answer(self._pool.urlopen(*args, **kwargs))
 
 
+class _OneWrite:
+    """A urllib3 connection that sends a request's headers with its body, in one write.
+
+    urllib3 sends the headers (``endheaders``) and then the body; a request with a body of bytes
+    or text has its headers held here until the body comes. One write instead of two: at 10K
+    chunks a search's (wall - took) was ~0.4 ms lower with raw sockets, alternating, 2 cores.
+    """
+
+    _held: bytes | None = None
+    _body_follows = False
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any) -> None:
+        self._body_follows = isinstance(body, (bytes, str)) and len(body) > 0 and not kw.get("chunked")
+        try:
+            super().request(method, url, body, headers, **kw)  # type: ignore[misc]
+        except BaseException:
+            self._held, self._body_follows = None, False
+            raise
+        held, self._held, self._body_follows = self._held, None, False
+        if held is not None:  # no body was sent after all: the headers go alone
+            super().send(held)  # type: ignore[misc]
+
+    def send(self, data: Any) -> None:
+        if self._body_follows and self._held is None:  # the headers: hold them for the body
+            self._held = bytes(data)
+            return
+        if self._held is not None:
+            data, self._held, self._body_follows = self._held + bytes(data), None, False
+        super().send(data)  # type: ignore[misc]
+
+
+class _HTTPConnection(_OneWrite, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_OneWrite, urllib3.connection.HTTPSConnection):
+    pass
+
+
 class OrjsonConnection(Urllib3HttpConnection):
-    """opensearch-py's urllib3 connection, its JSON answers handed on undecoded (see the module)."""
+    """opensearch-py's urllib3 connection, its JSON answers handed on undecoded and its requests
+    written in one piece (see the module)."""
 
     def _create_urllib3_pool(self) -> None:
         super()._create_urllib3_pool()
-        self.pool = _Pool(self.pool)  # type: ignore[assignment]
+        pool = self.pool
+        if isinstance(pool, urllib3.HTTPSConnectionPool):
+            pool.ConnectionCls = _HTTPSConnection
+        elif isinstance(pool, urllib3.HTTPConnectionPool):
+            pool.ConnectionCls = _HTTPConnection
+        self.pool = _Pool(pool)  # type: ignore[assignment]

@@ -13,6 +13,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, SerializationError
 from opensearchpy.serializer import JSONSerializer
 
+from osrag import jsonio
 from osrag.connection import client_options
 from osrag.jsonio import OrjsonConnection, OrjsonSerializer, Utf8Answer
 from osrag.settings import Settings
@@ -98,3 +99,39 @@ def test_the_sync_client_uses_the_connection_and_the_async_one_its_own() -> None
     assert "connection_class" not in client_options(settings, asynchronous=True)
     client = OpenSearch(**client_options(settings))
     assert all(isinstance(c, OrjsonConnection) for c in client.transport.connection_pool.connections)
+
+
+class _Socket:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(bytes(data))
+
+    def settimeout(self, timeout: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("body", [b'{"query": {"match_all": {}}}', '{"text": "ёлка"}', None, b""])
+def test_a_request_goes_out_in_one_write(body: Any) -> None:
+    conn = jsonio._HTTPConnection("127.0.0.1", 1)
+    sock = _Socket()
+    conn.sock = sock  # type: ignore[assignment]
+    conn.request("POST", "/i/_search", body=body, headers={"content-type": "application/json"})
+    assert len(sock.sent) == 1
+    head, _, rest = sock.sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /i/_search HTTP/1.1")
+    want = body.encode() if isinstance(body, str) else (body or b"")
+    assert rest == want and (not want or f"content-length: {len(want)}".encode() in head.lower())
+    get = jsonio._HTTPConnection("127.0.0.1", 1)
+    get.sock = sock  # type: ignore[assignment]
+    get.request("GET", "/", headers={})  # no body: the headers alone, at once
+    assert len(sock.sent) == 2 and sock.sent[1].startswith(b"GET / HTTP/1.1")
+    assert sock.sent[1].endswith(b"\r\n\r\n")
+
+
+def test_the_pool_makes_one_write_connections() -> None:
+    http = OrjsonConnection(host="127.0.0.1", port=1)
+    assert http.pool._pool.ConnectionCls is jsonio._HTTPConnection  # type: ignore[union-attr]
+    https = OrjsonConnection(host="127.0.0.1", port=1, use_ssl=True, verify_certs=False, ssl_show_warn=False)
+    assert https.pool._pool.ConnectionCls is jsonio._HTTPSConnection  # type: ignore[union-attr]
