@@ -266,8 +266,8 @@ class Settings(BaseSettings):
     # off, because on golden it cost 0.027 recall at 1000 tokens against top-k (the minimal
     # policy always walks in evidence order).
     evidence_order: bool = False
-    # recall (default): the budget filled in fused order with whole, non-duplicate chunks that
-    # are not filler -- recall within budget at least top-k's minus 0.02 on both eval sets;
+    # recall (default): the budget filled in fused order with non-duplicate chunks that are not
+    # filler (long ones past the first two trimmed, see trim_passages);
     # minimal: only chunks close to the best evidence (leaner, loses answers; see README).
     selection: Policy = DEFAULT_POLICY
     # Trim a long passage to its units (sentences, list items, code blocks) that hold the most of the

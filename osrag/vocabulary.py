@@ -87,8 +87,8 @@ RetrievalMode = Literal["hybrid", "bm25", "bm25-text", "bm25-std", "knn"]
 RETRIEVAL_MODES: Final[tuple[RetrievalMode, ...]] = get_args(RetrievalMode)
 DEFAULT_RETRIEVAL_MODE: Final[RetrievalMode] = "hybrid"
 
-#: Selection policies: ``recall`` fills the budget in fused order with whole, non-duplicate
-#: chunks that are not filler; ``minimal`` keeps only chunks close to the best evidence.
+#: Selection policies: ``recall`` fills the budget in fused order with non-duplicate chunks
+#: that are not filler; ``minimal`` keeps only chunks close to the best evidence.
 Policy = Literal["recall", "minimal"]
 POLICIES: Final[tuple[Policy, ...]] = get_args(Policy)
 DEFAULT_POLICY: Final[Policy] = "recall"

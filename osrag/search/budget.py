@@ -23,7 +23,8 @@ Rules of :func:`select`, in the order they apply:
    carry embeddings, or by word 3-shingle containment (``>= dup_overlap``, see
    :func:`shingle_overlap`); either one suffices. A duplicate is reported
    with the selected chunk it repeats (the best-ranked one) and costs nothing.
-4. **Whole units only.** A text is never truncated; a unit that does not fit is
+4. **Whole units only.** The walk never truncates a text (trimming a passage to whole
+   sentences happens before it, ``osrag.search.trimming``, and sets its cost); a unit that does not fit is
    skipped and the walk goes on with the next ones (greedy knapsack). It is
    reported in ``left_out_budget`` with its token cost.
 5. **Value per token** (``min_value_ratio > 0``). A candidate's value is its
