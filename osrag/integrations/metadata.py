@@ -60,6 +60,10 @@ def passage_metadata(env: Envelope, p: Passage) -> dict[str, Any]:
         "scores": p.scores.model_dump(),
         "score": passage_score(p),
         "via_reserved_slot": p.via_reserved_slot,
+        # Trimmed to its evidence sentences: the document's text is not the whole chunk, which
+        # costs full_tokens (SearchClient.section gives it).
+        "trimmed": p.trimmed,
+        "full_tokens": p.full_tokens,
         **{
             k: getattr(p, k)
             for k in LOCATION_FIELDS

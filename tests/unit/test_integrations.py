@@ -48,6 +48,9 @@ def test_passage_metadata_carries_the_source_scores_and_the_envelope() -> None:
     assert meta["scores"] == {"fused": 0.0157, "rerank": 2.5, "relevance": 1.0}
     assert meta["score"] == 2.5  # the cross-encoder's when it ran
     assert rows[0][1]["score"] == 0.0164  # else the fused one
+    assert (meta["trimmed"], meta["full_tokens"]) == (False, None)
+    cut = rows[1][0].model_copy(update={"trimmed": True, "full_tokens": 240})
+    assert (passage_metadata(env, cut)["trimmed"], passage_metadata(env, cut)["full_tokens"]) == (True, 240)
     assert {k: meta[k] for k in ENVELOPE_KEYS} == {
         "question": env.question,
         "status": "budgeted",
