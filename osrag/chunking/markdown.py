@@ -10,6 +10,8 @@ gives one, else a GitHub-style slug, numbered when repeated).
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -226,9 +228,31 @@ def _anchors(blocks: Sequence[Block], heads: Sequence[int]) -> list[str]:
     return out
 
 
+#: How many texts' lines and blocks are remembered: the title and the chunker read the same text
+#: right after each other (``osrag.ingest.documents.read_document``, then the chunk stage).
+RECENT_SCANS = 2
+_SCANS: OrderedDict[str, tuple[tuple[Line, ...], tuple[Block, ...]]] = OrderedDict()
+_SCANS_LOCK = threading.Lock()
+
+
+def _lines_and_blocks(text: str) -> tuple[tuple[Line, ...], tuple[Block, ...]]:
+    """``split_lines`` and ``_scan_blocks`` of ``text``, the last few remembered (both immutable)."""
+    with _SCANS_LOCK:
+        got = _SCANS.get(text)
+        if got is not None:
+            _SCANS.move_to_end(text)
+            return got
+    lines = split_lines(text)
+    got = (lines, _scan_blocks(text, lines))
+    with _SCANS_LOCK:
+        _SCANS[text] = got
+        while len(_SCANS) > RECENT_SCANS:
+            _SCANS.popitem(last=False)
+    return got
+
+
 def parse_document(doc: Document) -> Parsed:
-    lines = split_lines(doc.text)
-    blocks = _scan_blocks(doc.text, lines)
+    lines, blocks = _lines_and_blocks(doc.text)
     heads = [bi for bi, b in enumerate(blocks) if b.kind == "heading"]
     anchors = _anchors(blocks, heads)
     sections: list[Section] = []
@@ -267,9 +291,8 @@ def markdown_title(text: str) -> str | None:
     """The title a Markdown body gives itself: its first H1, else the first heading of the
     shallowest level it uses; a heading needs a letter or digit to count. Never a line of code
     (``# comment`` in a fence is code to the parser). None when it has no such heading."""
-    lines = split_lines(text)
     heads = [
-        b for b in _scan_blocks(text, lines) if b.kind == "heading" and any(c.isalnum() for c in b.label)
+        b for b in _lines_and_blocks(text)[1] if b.kind == "heading" and any(c.isalnum() for c in b.label)
     ]
     if not heads:
         return None

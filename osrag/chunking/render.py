@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from osrag.chunking.directive import LABELS, MAX_INCLUDE_DEPTH, Directive, ReadContext
 from osrag.chunking.scanner import drop_comments, scan_line
@@ -262,10 +263,26 @@ def _else_branch(before: str, now: str) -> bool:
     return n1 == n2 and k1 != k2
 
 
+#: Include texts up to this many characters have their tagged parts remembered (16 of them).
+TAGGED_CACHE_CHARS = 1_000_000
+
+
 def _tagged_parts(text: str, tags: frozenset[str]) -> str:
     """The parts of an include file inside the ``{includetag(…)}`` regions asked for, markers
     removed. Like the docs portal, a preprocessor over the text: a region may cut through a code
-    block, and a 2,700-line snippet file included by 200 pages is not read whole each time."""
+    block, and a 2,700-line snippet file included by 200 pages is not read whole each time (nor
+    scanned each time: the last answers are remembered, a pure function of text and tags)."""
+    if len(text) <= TAGGED_CACHE_CHARS:
+        return _remembered_parts(text, tags)
+    return _scan_tagged(text, tags)
+
+
+@lru_cache(maxsize=16)
+def _remembered_parts(text: str, tags: frozenset[str]) -> str:
+    return _scan_tagged(text, tags)
+
+
+def _scan_tagged(text: str, tags: frozenset[str]) -> str:
     out: list[str] = []
     selected: list[bool] = []
     for line in text.split("\n"):

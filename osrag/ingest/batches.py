@@ -25,13 +25,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
-from osrag.chunking.model import MAX_CHARS_PER_TOKEN
 from osrag.embedding import Embedder, embedder_for, require_same_model
-from osrag.errors import DocumentError, DocumentSkipped, WritesRefused
+from osrag.errors import DocumentError, WritesRefused
 from osrag.ingest.context import Contextualizer, embedding_text
-from osrag.ingest.documents import guard_chunks
 from osrag.ingest.filesync import Item
 from osrag.ingest.ingest_report import FileOutcome
+from osrag.ingest.readpool import COUNT_CACHE, ChunkPlan, chunk_outcome, chunks_of, plan_for
 from osrag.ingest.sync import FileStamp
 from osrag.ingest.versions import BatchOutcome, PreparedDoc, VersionStore, document_version, version_key
 from osrag.records import IndexMeta
@@ -42,8 +41,6 @@ log = logging.getLogger(__name__)
 #: A doc_id longer than this is a per-file error (ids beyond 512 bytes are hashed into the
 #: ``_id``; a keyword holds at most 32,766 bytes, and the id travels in every version key).
 MAX_DOC_ID_BYTES = 4096
-#: Token counts remembered per ingest (pieces of text; bounded memory).
-COUNT_CACHE = 16_384
 
 
 @dataclass(frozen=True)
@@ -117,6 +114,11 @@ class LazyModel:
             self._counter = functools.lru_cache(maxsize=COUNT_CACHE)(self.get().count_tokens)
         return self._counter
 
+    def plan(self, recipe: Recipe) -> ChunkPlan | None:
+        """What a worker process needs to chunk and count as ``counter`` does (``osrag.ingest.readpool``),
+        or None when only this process can count (the model is loaded here, never in a worker)."""
+        return plan_for(self.get(), recipe.strategy, recipe.config)
+
     def get(self) -> Embedder:
         if self._emb is None:
             emb = embedder_for(self._settings, meta=self._meta)
@@ -143,15 +145,17 @@ def parse(item: Item) -> Document:
 def chunk(
     doc: Document, path: str, recipe: Recipe, count: Callable[[str], int]
 ) -> tuple[list[Chunk], list[str] | None]:
-    """The chunk stage (counting each chunk's tokens with ``count``): chunks within hard limits,
-    and their contexts when a contextualizer is on."""
-    chunks = chunk_document(doc, recipe.strategy, recipe.config, count)
-    if not chunks:
-        raise DocumentSkipped(path, "no indexable text after chunking")
-    # Hard limits whatever the chunker did (a 2.5M-character word, a 100K heading).
-    chunks = guard_chunks(chunks, recipe.config.max_tokens * MAX_CHARS_PER_TOKEN * 2, count)
+    """The chunk stage (counting each chunk's tokens with ``count``): chunks within hard limits
+    (``osrag.ingest.readpool.chunks_of``), and their contexts when a contextualizer is on."""
+    chunks = chunks_of(doc, path, recipe.strategy, recipe.config, count, chunk_document)
+    return chunks, contexts(doc, chunks, recipe)
+
+
+def contexts(doc: Document, chunks: list[Chunk], recipe: Recipe) -> list[str] | None:
+    """The chunks' contexts (always made on the ingest's thread: a chat contextualizer asks an
+    endpoint and caches its answers), None without a contextualizer."""
     ctx = recipe.contextualizer
-    return chunks, (ctx.contexts(doc, chunks) if ctx.recipe else None)
+    return ctx.contexts(doc, chunks) if ctx.recipe else None
 
 
 def version(doc: Document, model_name: str, recipe: Recipe, stamp: FileStamp | None = None) -> str:
@@ -163,18 +167,20 @@ def version(doc: Document, model_name: str, recipe: Recipe, stamp: FileStamp | N
 
 
 def prepared(item: Item, doc: Document, model: LazyModel, recipe: Recipe) -> PreparedDoc | FileOutcome:
-    """Chunk, count and key one parsed document; a per-file outcome when it has no chunks to write
-    (a chunker bug fails its file, not the ingest)."""
-    try:
-        chunks, contexts = chunk(doc, item.path, recipe, model.counter())
-    except DocumentSkipped as exc:  # left out by design, with its reason
-        return FileOutcome(exc.path, "left_out", exc.reason)
-    except DocumentError as exc:
-        return FileOutcome(exc.path, "failed", exc.reason)
-    except Exception as exc:
-        return FileOutcome(item.path, "failed", f"cannot chunk: {type(exc).__name__}: {exc}")
+    """Chunk, count and key one parsed document (chunked already when a worker read it); a per-file
+    outcome when it has no chunks to write (a chunker bug fails its file, not the ingest)."""
+    done = item.chunked
+    if isinstance(done, FileOutcome):
+        return done
+    if done is None:
+        got = chunk_outcome(item.path, lambda: chunk(doc, item.path, recipe, model.counter()))
+    else:
+        got = chunk_outcome(item.path, lambda: (done, contexts(doc, done, recipe)))
+    if isinstance(got, FileOutcome):
+        return got
+    chunks, ctxs = got
     key = version_key(doc.doc_id, version(doc, model.name, recipe, item.stamp))
-    return PreparedDoc(doc, item.path, key, chunks, stamp=item.stamp, contexts=contexts)
+    return PreparedDoc(doc, item.path, key, chunks, stamp=item.stamp, contexts=ctxs)
 
 
 # ---------------------------------------------------------------- embed, write, flip
@@ -295,6 +301,7 @@ __all__ = [
     "Recipe",
     "WriteBehind",
     "chunk",
+    "contexts",
     "embed",
     "fill",
     "flip",

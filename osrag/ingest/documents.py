@@ -121,17 +121,41 @@ class _Recorded:
         return got
 
 
-def read_tree(
+@dataclass(frozen=True)
+class ReadTask:
+    """One file to read: ``read_document``'s arguments as a plain record, so that a worker process
+    (``osrag.ingest.readpool``) can read it as well as the ingest's own thread."""
+
+    shown: str
+    path: Path
+    root: Path
+    max_bytes: int
+    collection: str | None
+    rules: Rules | None
+    base_url: str | None
+
+    def read(self, report: ReadReport) -> Document:
+        """The file as a Document (a ``DocumentError`` naming it when it cannot be one)."""
+        return read_document(
+            self.path,
+            self.root,
+            self.max_bytes,
+            self.collection,
+            rules=self.rules,
+            base_url=self.base_url,
+            report=report,
+        )
+
+
+def plan_tree(
     paths: Sequence[str | Path],
     options: ReadOptions,
-    report: ReadReport | None = None,
+    report: ReadReport,
     before_read: Callable[[Path, Path, Rules | None], DocumentError | None] | None = None,
-) -> Iterator[tuple[str, Document | DocumentError]]:
-    """(shown path, Document or error) for every input under ``paths``, as ``walk`` orders them.
-
-    ``before_read(path, root, rules)``: asked before a file is read; what it returns (e.g. the
-    ingest's "unchanged since the last ingest", ``osrag.ingest.sync``) is yielded instead of reading."""
-    roots = _RootRules(options, report if report is not None else ReadReport())
+) -> Iterator[tuple[str, ReadTask | DocumentError]]:
+    """(shown path, the file to read or the error that stands for it) for every input under
+    ``paths``, as ``walk`` orders them; nothing is read here (``read_tree`` reads in turn)."""
+    roots = _RootRules(options, report)
     for found in walk(
         paths, follow_symlinks=options.follow_symlinks, rules_for=roots.rules_for, on_excluded=roots.excluded
     ):
@@ -152,20 +176,34 @@ def read_tree(
         if early is not None:
             yield shown, early
             continue
-        try:
-            doc = read_document(
-                found.path,
-                found.root,
-                options.max_bytes,
-                options.collection,
-                rules=rules,
-                base_url=options.base_url,
-                report=roots.report,
-            )
-        except DocumentError as exc:
-            yield shown, exc
+        yield (
+            shown,
+            ReadTask(
+                shown, found.path, found.root, options.max_bytes, options.collection, rules, options.base_url
+            ),
+        )
+
+
+def read_tree(
+    paths: Sequence[str | Path],
+    options: ReadOptions,
+    report: ReadReport | None = None,
+    before_read: Callable[[Path, Path, Rules | None], DocumentError | None] | None = None,
+) -> Iterator[tuple[str, Document | DocumentError]]:
+    """(shown path, Document or error) for every input under ``paths``, as ``walk`` orders them.
+
+    ``before_read(path, root, rules)``: asked before a file is read; what it returns (e.g. the
+    ingest's "unchanged since the last ingest", ``osrag.ingest.sync``) is yielded instead of reading."""
+    report = report if report is not None else ReadReport()
+    for shown, got in plan_tree(paths, options, report, before_read):
+        if isinstance(got, ReadTask):
+            try:
+                doc: Document | DocumentError = got.read(report)
+            except DocumentError as exc:
+                doc = exc
+            yield shown, doc
             continue
-        yield shown, doc
+        yield shown, got
 
 
 # ---------------------------------------------------------------- one file
@@ -398,8 +436,10 @@ __all__ = [
     "READ_PROPERTIES",
     "ReadOptions",
     "ReadReport",
+    "ReadTask",
     "guard_chunks",
     "page_url",
+    "plan_tree",
     "read_document",
     "read_tree",
 ]

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from osrag.admin.lifecycle import guarded_remove
-from osrag.chunking import Document
+from osrag.chunking import Chunk, Document
 from osrag.errors import DocumentError
-from osrag.ingest.documents import ReadOptions, ReadReport, read_tree
+from osrag.ingest.documents import ReadOptions, ReadReport, plan_tree
+from osrag.ingest.ingest_report import FileOutcome
+from osrag.ingest.readpool import ChunkPlan, ReadPool
 from osrag.ingest.rules import Rules
 from osrag.ingest.sync import (
     FileStamp,
@@ -46,6 +48,9 @@ class Item:
     doc: Document | DocumentError | None
     stamp: FileStamp | None = None
     doc_id: str | None = None  # a skipped file: the doc_id its stored document has
+    #: chunked where it was read (a worker, ``osrag.ingest.readpool``): its chunks or the outcome
+    #: chunking gave; None: to be chunked by the ingest's thread
+    chunked: list[Chunk] | FileOutcome | None = None
 
 
 class FileSync:
@@ -72,6 +77,8 @@ class FileSync:
         self._stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}  # shown path -> stamp
         self._recipes: dict[tuple[str, int], str] = {}  # (collection, rules) -> recipe
         self._digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
+        #: What a worker needs to chunk (asked once, when a pool starts; None: chunk in process).
+        self.chunk_plan: Callable[[], ChunkPlan | None] = lambda: None
 
     def begin(self, index: str, model_name: str) -> None:
         """Called under the write lock, before the first file is stamped."""
@@ -83,10 +90,13 @@ class FileSync:
             self.stored[collection] = stored_files(self.store.cluster, self.index, collection, vis)
         return self.stored[collection]
 
-    def items(self, paths: Sequence[str | Path]) -> Iterator[Item]:
-        """The files under ``paths`` as ``read_tree`` reads them, except that a file whose stamp
-        is the stored one is not read at all (``before_read``)."""
-        for shown, got in read_tree(paths, self.options, self.read_report, self.before_read):
+    def items(self, paths: Sequence[str | Path], pool: ReadPool | None = None) -> Iterator[Item]:
+        """The files under ``paths`` as ``osrag.ingest.documents.read_tree`` reads them (by the
+        ``pool``'s workers, chunked there too, when it has some), except that a file whose stamp is
+        the stored one is not read at all (``before_read``)."""
+        planned = plan_tree(paths, self.options, self.read_report, self.before_read)
+        pool = pool if pool is not None else ReadPool(0)
+        for shown, got, chunked in pool.map(planned, self.read_report, self.chunk_plan):
             if isinstance(got, Unchanged):
                 yield Item(shown, None, got.stamp, doc_id=got.doc_id)
                 continue
@@ -96,7 +106,7 @@ class FileSync:
                 # The stamp covers the files its includes read (an edited include changes it).
                 stamp = with_includes(stamped[0], got.metadata.get("includes") or (), stamped[1])
                 self.read_as[stamp.origin] = got.doc_id
-            yield Item(shown, got, stamp)
+            yield Item(shown, got, stamp, chunked=chunked if isinstance(got, Document) else None)
 
     def before_read(self, path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
         """Asked by ``read_tree`` before it reads a file: ``Unchanged`` when the file's stamp is

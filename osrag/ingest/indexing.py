@@ -42,6 +42,7 @@ from osrag.ingest.context import Contextualizer, contextualizer_for
 from osrag.ingest.documents import ReadOptions, ReadReport
 from osrag.ingest.filesync import FileSync, Item
 from osrag.ingest.ingest_report import FileOutcome, IngestReport, tick
+from osrag.ingest.readpool import ReadPool
 from osrag.ingest.sync import FileStamp, recipe
 from osrag.ingest.versions import PreparedDoc, VersionStore
 from osrag.names import utcnow
@@ -122,9 +123,16 @@ class Ingester:
         sync = FileSync(
             self.store, self.recipe_key, options, read_report if read_report is not None else ReadReport()
         )
-        report = self._ingest(
-            sync.items(paths), progress, f"ingest of {', '.join(map(str, paths))}"[:300], sync, prune
-        )
+        # Files are read and chunked by worker processes when there are many (osrag.ingest.readpool);
+        # the pool is closed however the ingest ends.
+        with ReadPool(self.s.ingest_workers) as pool:
+            report = self._ingest(
+                sync.items(paths, pool),
+                progress,
+                f"ingest of {', '.join(map(str, paths))}"[:300],
+                sync,
+                prune,
+            )
         report.reading = sync.read_report
         return report
 
@@ -152,6 +160,7 @@ class Ingester:
             try:
                 if sync is not None:
                     sync.begin(index, model.name)
+                    sync.chunk_plan = functools.partial(model.plan, self.recipe)
                 self._write_all(index, model, items, report, progress)
                 if sync is not None and prune:
                     report.pruned = sync.prune(index)
