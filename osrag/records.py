@@ -164,33 +164,36 @@ class ChunkSource:
     @classmethod
     def of(cls, src: Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None) -> ChunkSource:
         """The one mapping of a stored ``_source`` (and a vector read apart from it) to a record."""
-        vec = embedding if embedding is not None else src.get("embedding")
+        get = src.get  # made for every candidate of every search: one bound lookup, positional fields
+        vec = embedding if embedding is not None else get("embedding")
         if vec is not None and not isinstance(vec, np.ndarray):
             vec = np.asarray(vec, dtype=np.float32)
-        count = src.get("token_count")
+        count = get("token_count")
+        acl = get("acl")
+        meta = get("meta")
         return cls(
-            chunk_id=str(src.get("chunk_id") or chunk_id or ""),
-            doc_id=str(src.get("doc_id") or ""),
-            title=str(src.get("title") or ""),
-            heading_path=tuple(src.get("heading_path") or ()),
-            source=str(src.get("source") or ""),
-            section_id=src.get("section_id"),
-            parent_section_id=src.get("parent_section_id"),
-            kind=str(src.get("kind") or "text"),
-            text=str(src.get("text") or ""),
-            token_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-            start=src.get("start"),
-            end=src.get("end"),
-            ordinal=src.get("ordinal"),
-            tenant=src.get("tenant"),
-            acl=tuple(src.get("acl") or ()) if not isinstance(src.get("acl"), str) else (src["acl"],),
-            archived=bool(src.get("archived", False)),
-            updated_at=src.get("updated_at"),
-            version_key=src.get("version_key"),
-            content_hash=src.get("content_hash"),
-            location={k: src[k] for k in LOCATION_FIELDS if src.get(k) is not None},
-            meta=dict(src.get("meta") or {}),
-            embedding=vec,
+            str(get("chunk_id") or chunk_id or ""),
+            str(get("doc_id") or ""),
+            str(get("title") or ""),
+            tuple(get("heading_path") or ()),
+            str(get("source") or ""),
+            get("section_id"),
+            get("parent_section_id"),
+            str(get("kind") or "text"),
+            str(get("text") or ""),
+            count if isinstance(count, int) and not isinstance(count, bool) else None,
+            get("start"),
+            get("end"),
+            get("ordinal"),
+            get("tenant"),
+            (acl,) if isinstance(acl, str) else tuple(acl or ()),
+            bool(get("archived", False)),
+            get("updated_at"),
+            get("version_key"),
+            get("content_hash"),
+            {k: v for k in LOCATION_FIELDS if (v := get(k)) is not None},
+            dict(meta) if meta else {},
+            vec,
         )
 
 
