@@ -10,7 +10,8 @@ Side by side per question, in an order rotated per question, on the same index: 
 ``custom_query``), its ``OpenSearchEmbeddingRetriever`` (the ``embedding`` field, the question
 embedded by the same navec model) and its hybrid (both, fused by its own ``DocumentJoiner``
 with reciprocal rank fusion: two requests); osrag's BM25 head (``retrieve(mode="bm25")``), its
-native hybrid head and the whole ``search()`` without rerank (gate, selection, envelope).
+native hybrid head and the whole ``search()`` without rerank (gate, selection, envelope), also
+without passage trimming (``trim_passages=False``) to tell that step's cost apart.
 Both sides fetch 40 candidates per head. osrag reads as ``Principal.admin_bypass()`` (its
 visibility and archive clauses still apply; the peer has no filters).
 
@@ -56,6 +57,7 @@ PATHS = (
     "osrag BM25 head + vectors",
     "osrag hybrid head",
     "osrag search()",
+    "osrag search(), untrimmed",
 )
 
 
@@ -138,17 +140,25 @@ def main() -> None:
         sc = SearchClient(s, principal=WHO)
         index, _ = sc._run(sc._target())
         mine = Counted(sc.cluster.client.transport)
+        # The same search without passage trimming (OSRAG_TRIM_PASSAGES=false), to tell its cost apart.
+        whole = SearchClient(s.model_copy(update={"trim_passages": False}), principal=WHO)
+        whole_counted = Counted(whole.cluster.client.transport)
         peer = Peer(s.url, index, emb.dimension, embed)
         theirs = peer.count()
         qs = [q.text for q in corpus_queries.make_queries(args.queries, n)]
         overhead: list[float] = []
+        whole_overhead: list[float] = []
         bm25_overhead: list[float] = []
         embed_ms: list[float] = []
+        whole_embed: list[float] = []
 
         def search(q: str, sc: SearchClient = sc, embed_ms: list[float] = embed_ms) -> int:
             env = sc.search(q)
             embed_ms.append(env.timings_ms.get("embed_query", 0.0))
             return len(env.passages)
+
+        def search_whole(q: str, sc: SearchClient = whole, embed_ms: list[float] = whole_embed) -> int:
+            return search(q, sc, embed_ms)
 
         calls: dict[str, tuple[Callable[[str], int], Counted]] = {
             "peer BM25": (peer.run_bm25, theirs),
@@ -160,6 +170,7 @@ def main() -> None:
             "osrag BM25 head + vectors": (lambda q, sc=sc: len(sc.retrieve(q, mode="bm25").hits), mine),
             "osrag hybrid head": (lambda q, sc=sc: len(sc.retrieve(q, mode="hybrid").hits), mine),
             "osrag search()": (search, mine),
+            "osrag search(), untrimmed": (search_whole, whole_counted),
         }
         # Warm-up on other questions: models, connections, the index's caches (not these questions).
         for q in corpus_queries.make_queries(6, n)[-3:]:
@@ -181,6 +192,8 @@ def main() -> None:
                     if p == "osrag search()":
                         took = sc_last_took(sc)
                         overhead.append(ms - took - embed_ms[-1])
+                    if p == "osrag search(), untrimmed":
+                        whole_overhead.append(ms - sc_last_took(whole) - whole_embed[-1])
                     if p == "osrag BM25 head":
                         bm25_overhead.append(ms - sc_last_took(sc))
         rows[f"{n // 1000}k"] = {
@@ -195,6 +208,7 @@ def main() -> None:
         rows[f"{n // 1000}k"]["osrag search()"]["overhead"] = pct(overhead, 50)
         rows[f"{n // 1000}k"]["osrag search()"]["embed"] = pct(embed_ms, 50)
         rows[f"{n // 1000}k"]["osrag BM25 head"]["overhead"] = pct(bm25_overhead, 50)
+        rows[f"{n // 1000}k"]["osrag search(), untrimmed"]["overhead"] = pct(whole_overhead, 50)
     write(args, rows, load0, os.getloadavg(), info, time.perf_counter() - started)
 
 
@@ -261,6 +275,10 @@ def write(
             f"* osrag `search()` client overhead (wall - server `took` - embedding) p50: "
             f"**{r['osrag search()']['overhead']:.1f} ms**; the question's embedding p50 "
             f"{r['osrag search()']['embed']:.1f} ms",
+            f"* the same without passage trimming (`OSRAG_TRIM_PASSAGES=false`): p50 "
+            f"{r['osrag search(), untrimmed']['p50']:.1f} ms, "
+            f"**{r['osrag search(), untrimmed']['p50'] / r['peer hybrid (RRF)']['p50']:.2f}×** the peer's hybrid, "
+            f"client overhead **{r['osrag search(), untrimmed']['overhead']:.1f} ms**",
             f"* osrag BM25 head client overhead (wall - server `took`) p50: "
             f"**{r['osrag BM25 head']['overhead']:.1f} ms** (goal ≤ 2)",
             "",

@@ -41,6 +41,24 @@ def overhead_ms(timings: dict[str, float], wall_ms: float) -> float:
     return wall_ms - timings.get("server_took", 0.0) - timings.get("embed_query", 0.0)
 
 
+def stage_ms(timings: dict[str, float], wall_ms: float) -> dict[str, float]:
+    """One search's client time by stage: the answer's transfer and parse (the request's wall minus
+    the server's took), the gate's annotation, selection (budget walk, trimming, envelope), and
+    the rest (building the request, the steps, the search record)."""
+    took = timings.get("server_took", 0.0)
+    request = timings.get("retrieve", 0.0) - took
+    annotate, select = timings.get("annotate", 0.0), timings.get("select", 0.0)
+    rest = overhead_ms(timings, wall_ms) - request - annotate - select
+    return {
+        "request - server took": request,
+        "annotate (gate)": annotate,
+        "select (walk, trim, envelope)": select,
+        "rest": rest,
+        "server took": took,
+        "embedding": timings.get("embed_query", 0.0),
+    }
+
+
 def top_lines(prof: cProfile.Profile, key: str, n: int) -> str:
     buf = io.StringIO()
     st = pstats.Stats(prof, stream=buf)
@@ -79,12 +97,16 @@ def main() -> None:
             wall = (time.perf_counter() - t0) * 1000
             walls.append(wall)
             over.append(overhead_ms(env.timings_ms, wall))
-    # The same searches unprofiled: the overhead without cProfile's own cost.
+    # The same searches unprofiled: the overhead without cProfile's own cost, and where it goes.
     plain: list[float] = []
+    stages: dict[str, list[float]] = {}
     for q in qs:
         t0 = time.perf_counter()
         env = sc.search(q)
-        plain.append(overhead_ms(env.timings_ms, (time.perf_counter() - t0) * 1000))
+        wall = (time.perf_counter() - t0) * 1000
+        plain.append(overhead_ms(env.timings_ms, wall))
+        for name, ms in stage_ms(env.timings_ms, wall).items():
+            stages.setdefault(name, []).append(ms)
     load1 = os.getloadavg()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = "\n".join(
@@ -99,6 +121,12 @@ def main() -> None:
             f"client overhead (wall - server `took` - the question's embedding) p50 "
             f"{statistics.median(over):.2f} ms under cProfile, {statistics.median(plain):.2f} ms without "
             f"({len(plain)} calls).",
+            "",
+            "Where the unprofiled client time goes (p50 per stage, ms; `Envelope.timings_ms`):",
+            "",
+            "| stage | p50 ms |",
+            "| --- | ---: |",
+            *[f"| {name} | {statistics.median(v):.2f} |" for name, v in stages.items()],
             "",
             f"## Top {args.top} by own time",
             "",
