@@ -10,11 +10,14 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
    packed to ``chunk_max_tokens`` words, embed with the same model object, one plain
    ``streaming_bulk`` into a fresh index of the same kind, one refresh; *osrag* --
    ``Ingester.ingest`` of the same tree into another fresh alias (dialect reader, chunker, token
-   counts, hidden writes, flips). The model is loaded once, before, for both. Ratio osrag / simple.
+   counts, hidden writes, flips) with the default ``OSRAG_INGEST_WORKERS`` (files read and chunked
+   by worker processes, ``osrag.ingest.readpool``); *osrag in process* -- the same with
+   ``OSRAG_INGEST_WORKERS=0``. The model is loaded once, before, for all. Ratios to simple.
 2. Sync, on a copy of the tree (same collection name, so the same documents): an unchanged
    re-ingest in-process and as a fresh ``osrag ingest`` process (interpreter start included);
    one file changed in one paragraph (chunks embedded vs reused); one file deleted, ``--prune``.
-3. ``--profile``: one more osrag ingest under cProfile; where the time went, by stage.
+3. ``--profile``: one more osrag ingest, in process (workers' time is invisible to cProfile), under
+   cProfile; where the time went, by stage.
 
 Results go to ``bench/results/docs_ingest.md`` with the machine and its load. Every alias the run
 creates is dropped (``osrag.admin.lifecycle``).
@@ -51,8 +54,8 @@ RESULTS = REPO / "bench" / "results" / "docs_ingest.md"
 TREE = REPO.parent / "shared" / "datasets" / "vkdocs-ru-dev" / "corpus"
 
 
-def settings_for(alias: str, model: str) -> Settings:
-    return Settings(alias=alias, embedding_model=model, _env_file=None)
+def settings_for(alias: str, model: str, **over: Any) -> Settings:
+    return Settings(alias=alias, embedding_model=model, _env_file=None, **over)
 
 
 def load() -> str:
@@ -259,17 +262,22 @@ def main() -> None:
         for _ in range(args.reps):
             ss = settings_for(f"bench-docs-simple-{uuid.uuid4().hex[:8]}", args.model)
             so = settings_for(f"bench-docs-osrag-{uuid.uuid4().hex[:8]}", args.model)
-            aliases += [ss, so]
+            s0 = settings_for(f"bench-docs-inproc-{uuid.uuid4().hex[:8]}", args.model, ingest_workers=0)
+            aliases += [ss, so, s0]
             simple = simple_run(tree, ss, emb)
             whole = osrag_run(tree, so, emb)
+            here = osrag_run(tree, s0, emb)
+            whole["in_process"] = here
             pairs.append((simple, whole, load()))
             print(
-                f"simple {simple['seconds']:.1f}s  osrag {whole['seconds']:.1f}s  load {load()}", flush=True
+                f"simple {simple['seconds']:.1f}s  osrag {whole['seconds']:.1f}s  "
+                f"in process {here['seconds']:.1f}s  load {load()}",
+                flush=True,
             )
         sync = sync_runs(tree, aliases[-1], emb, tmp)
         print(json.dumps(sync, ensure_ascii=False), flush=True)
         if args.profile:
-            sp = settings_for(f"bench-docs-prof-{uuid.uuid4().hex[:8]}", args.model)
+            sp = settings_for(f"bench-docs-prof-{uuid.uuid4().hex[:8]}", args.model, ingest_workers=0)
             aliases.append(sp)
             profile = profile_run(tree, sp, emb)
     finally:
@@ -292,10 +300,13 @@ def write_report(
     info = Admin(base).cluster.client.info()
     ratios = sorted(w["seconds"] / s["seconds"] for s, w, _ in pairs)
     median = ratios[len(ratios) // 2]
+    here = sorted(w["in_process"]["seconds"] / s["seconds"] for s, w, _ in pairs)
+    median_here = here[len(here) // 2]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = "\n".join(
         f"| {i + 1} | {s['seconds']:.1f} | {s['chunks']} | {w['seconds']:.1f} | {w['chunks']} "
-        f"({w['indexed']} docs, {w['skips']} skipped) | {w['embed_seconds']:.1f} | {w['seconds'] / s['seconds']:.2f}× | {ld} |"
+        f"({w['indexed']} docs, {w['skips']} skipped) | {w['embed_seconds']:.1f} | {w['seconds'] / s['seconds']:.2f}× "
+        f"| {w['in_process']['seconds']:.1f} | {w['in_process']['seconds'] / s['seconds']:.2f}× | {ld} |"
         for i, (s, w, ld) in enumerate(pairs)
     )
     u_in, u_cli = sync["unchanged_in_process"], sync["unchanged_cli"]
@@ -313,6 +324,7 @@ def write_report(
         f"| load average (1/5/15 min) | {load_start} at the start, {load()} at the end |",
         f"| OpenSearch | {info['version']['number']}, single local node on the same machine |",
         f"| embedding model | `{args.model}` (loaded once before both pipelines) |",
+        f"| ingest workers | {base.ingest_workers} (`OSRAG_INGEST_WORKERS`, the default; *in process*: 0) |",
         f"| Python | {platform.python_version()} |",
         "",
         "## First ingest: osrag vs the simplest competent pipeline",
@@ -320,13 +332,15 @@ def write_report(
         "*simple*: read each `.md`, split on blank lines packed to `chunk_max_tokens` words, embed with the "
         "same model object, one plain `streaming_bulk` (200 actions a request), one refresh. *osrag*: "
         "`Ingester.ingest` of the same tree (dialect reader with includes and variables, structure-aware "
-        "chunker counting tokens with the model's tokenizer, hidden writes and one flip per batch).",
+        "chunker counting tokens with the model's tokenizer, hidden writes and one flip per batch), files "
+        "read and chunked by worker processes; *in process*: the same with `OSRAG_INGEST_WORKERS=0`.",
         "",
-        "| rep | simple s | simple chunks | osrag s | osrag chunks | osrag embed s | osrag / simple | load after |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| rep | simple s | simple chunks | osrag s | osrag chunks | osrag embed s | osrag / simple "
+        "| in process s | in process / simple | load after |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         rows,
         "",
-        f"Median osrag / simple: **{median:.2f}×** (target ≤ 1.5×).",
+        f"Median osrag / simple: **{median:.2f}×** (target ≤ 1.5×); in process: {median_here:.2f}×.",
         "",
         "## Sync (a copy of the tree, same collection: the same documents)",
         "",
@@ -346,8 +360,8 @@ def write_report(
         lines += [
             "## Where the time goes (one more osrag ingest under cProfile)",
             "",
-            f"Total under the profiler: {total:.1f} s (cumulative seconds; stages overlap: token counting "
-            "and Markdown parsing happen inside reading and chunking).",
+            f"Total under the profiler: {total:.1f} s (in process, `OSRAG_INGEST_WORKERS=0`; cumulative "
+            "seconds; stages overlap: token counting and Markdown parsing happen inside reading and chunking).",
             "",
             "| stage | cumulative s | share |",
             "| --- | ---: | ---: |",
