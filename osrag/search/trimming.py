@@ -15,6 +15,7 @@ a Russian stem relates to its word forms.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -80,39 +81,61 @@ def _fold(text: str) -> str:
     return text.casefold().replace("ё", "е")
 
 
-def _blocks(body: str) -> list[tuple[str, bool]]:
-    """The body's blocks in order, each with whether it is a paragraph (its lines joined, to be
-    split into sentences): a fenced block whole, each list item, table row or heading line."""
-    out: list[tuple[str, bool]] = []
-    para: list[str] = []
-
-    def flush() -> None:
-        if para:
-            out.append((" ".join(line.strip() for line in para), True))
-            para.clear()
-
+def _block_spans(body: str) -> list[tuple[int, int, bool]]:
+    """The body's blocks in order as (start, end, is_paragraph) spans of ``body``: a fenced block
+    whole, each list item, table row or heading line, and each paragraph (to be split into
+    sentences)."""
+    out: list[tuple[int, int, bool]] = []
+    para: tuple[int, int] | None = None
     lines = body.split("\n")
+    starts = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
     i = 0
     while i < len(lines):
-        line = lines[i]
+        line, at = lines[i], starts[i]
         if _FENCE.match(line):
-            flush()
+            if para:
+                out.append((*para, True))
+                para = None
             j = i + 1
             while j < len(lines) and not _FENCE.match(lines[j]):
                 j += 1
-            out.append(("\n".join(lines[i : j + 1]).strip("\n"), False))
+            j = min(j, len(lines) - 1)
+            out.append((at, starts[j] + len(lines[j]), False))
             i = j + 1
             continue
         if not line.strip():
-            flush()
+            if para:
+                out.append((*para, True))
+                para = None
         elif _ITEM.match(line) or line.lstrip().startswith("#"):
-            flush()
-            out.append((line.strip(), False))
+            if para:
+                out.append((*para, True))
+                para = None
+            out.append((at, at + len(line), False))
         else:
-            para.append(line)
+            para = (para[0] if para else at, at + len(line))
         i += 1
-    flush()
+    if para:
+        out.append((*para, True))
     return out
+
+
+def _block_text(body: str, start: int, end: int, is_para: bool) -> str:
+    """A block as it is delivered: a paragraph's lines joined by spaces, a line stripped, a
+    fenced block without blank lines around it."""
+    raw = body[start:end]
+    if is_para:
+        return " ".join(line.strip() for line in raw.split("\n"))
+    return raw.strip("\n") if _FENCE.match(raw) else raw.strip()
+
+
+def _blocks(body: str) -> list[tuple[str, bool]]:
+    """The body's blocks as texts, each with whether it is a paragraph."""
+    return [(_block_text(body, a, b, para), para) for a, b, para in _block_spans(body)]
 
 
 def _sentences(paragraph: str) -> list[str]:
@@ -157,14 +180,27 @@ def trim(
     head, body = split_header(text, heading_path, title)
 
     def weight(unit: str) -> float:
-        return sum(weights.get(t, 0.0) for t in {m.group(0) for m in pattern.finditer(_fold(unit))})
+        return sum(weights.get(t, 0.0) for t in set(pattern.findall(_fold(unit))))
 
+    # The terms are found once in the whole body; a block's are those that start inside it
+    # (folding keeps offsets unless a letter folds to two, then each block is folded alone).
+    folded = _fold(body)
+    same_offsets = len(folded) == len(body)
+    found = [(m.start(), m.group(0)) for m in pattern.finditer(folded)] if same_offsets else []
+    if same_offsets and not found:
+        return None
+    at = [pos for pos, _ in found]
     # Only a paragraph that holds a term is split into sentences: one that holds none is never
     # kept, so it stays one unit (the sentence splitter is most of trimming's cost).
     parts: list[str] = []
     scored: list[tuple[float, int]] = []
-    for block, is_para in _blocks(body):
-        w = weight(block)
+    for a, b, is_para in _block_spans(body):
+        block = _block_text(body, a, b, is_para)
+        if same_offsets:
+            terms = {term for _, term in found[bisect_left(at, a) : bisect_left(at, b)]}
+            w = sum(weights.get(t, 0.0) for t in terms)
+        else:
+            w = weight(block)
         pieces = _sentences(block) if is_para and w > 0.0 else [block]
         for piece in pieces:
             w_piece = w if len(pieces) == 1 else weight(piece)
