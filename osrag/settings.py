@@ -226,8 +226,10 @@ class Settings(BaseSettings):
     ingest_batch_docs: Annotated[int, Field(ge=1, le=10_000)] = 256
     ingest_batch_chunks: Annotated[int, Field(ge=1, le=100_000)] = 2000
     # Worker processes that read and chunk files while the ingest embeds and writes
-    # (osrag.ingest.readpool); 0 or 1: all in the ingest's process.
-    ingest_workers: Annotated[int, Field(ge=0, le=64)] = 2
+    # (osrag.ingest.readpool); 0 or 1: all in the ingest's process. 0 by default: on 2 cores shared
+    # with the node, 2 workers were within noise of it (bench/results/docs_ingest.md); raise it where
+    # cores are spare.
+    ingest_workers: Annotated[int, Field(ge=0, le=64)] = 0
     # Bulk requests in flight at once (each with the same retries); 1 writes serially.
     bulk_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
     # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.admin.locking.WriteLock): a
