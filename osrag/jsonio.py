@@ -17,6 +17,7 @@ one ``send`` (urllib3 writes them apart, and each write wakes the server's reade
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -26,6 +27,8 @@ from opensearchpy.exceptions import SerializationError
 from opensearchpy.serializer import JSONSerializer
 
 _OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+#: opensearch-py's curl-style request trace (``opensearchpy.trace``), which reads answers as text.
+_TRACER = logging.getLogger("opensearchpy.trace")
 
 
 class OrjsonSerializer(JSONSerializer):
@@ -147,3 +150,18 @@ class OrjsonConnection(Urllib3HttpConnection):
         elif isinstance(pool, urllib3.HTTPConnectionPool):
             pool.ConnectionCls = _HTTPConnection
         self.pool = _Pool(pool)  # type: ignore[assignment]
+
+    def _log_trace(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        status_code: int | None,
+        response: Any,
+        duration: float | None,
+    ) -> None:
+        """The trace pretty-prints the answer as text: a ``Utf8Answer`` is decoded for it, and only
+        when the trace is on (its pretty-printer fails on bytes, and with it the request)."""
+        if isinstance(response, Utf8Answer) and _TRACER.isEnabledFor(logging.INFO) and _TRACER.handlers:
+            response = str(response)
+        super()._log_trace(method, path, body, status_code, response, duration)

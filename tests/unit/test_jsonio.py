@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,25 @@ def test_a_json_answer_reaches_the_serializer_as_its_bytes() -> None:
     assert status == 200 and isinstance(data, Utf8Answer) and bytes(data) == text.encode()
     assert str(data) == text  # a debug log line shows the answer as text
     assert OrjsonSerializer().loads(data) == json.loads(text)
+
+
+def test_the_request_trace_at_debug_reads_the_answer_as_text() -> None:
+    """opensearch-py's trace logger pretty-prints answers as text; on bytes it failed the request."""
+    tracer = logging.getLogger("opensearchpy.trace")
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    old_level = tracer.level
+    tracer.addHandler(handler)
+    tracer.setLevel(logging.DEBUG)
+    try:
+        text = '{"hits": {"total": 1}, "note": "ёлка"}'
+        status, _, data = _connection(_answer(text.encode())).perform_request("GET", "/i/_search")
+    finally:
+        tracer.removeHandler(handler)
+        tracer.setLevel(old_level)
+    assert status == 200 and isinstance(data, Utf8Answer)
+    assert any('"total": 1' in line for line in lines), lines
 
 
 def test_an_error_or_a_text_answer_stays_text() -> None:
