@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -257,11 +258,21 @@ class ReadPool:
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        # A worker the executor was still spawning when the shutdown began is stopped as well.
+        procs += [p for p in (getattr(pool, "_processes", None) or {}).values() if p not in procs]
         for p in procs:
             if p.is_alive():
                 p.terminate()
+        deadline = time.monotonic() + 5.0
         for p in procs:
-            p.join(timeout=5)
+            # join() can return at once while the worker is still going: the executor's own thread
+            # may reap it first, and this Process learns its exit a moment later. So wait on it.
+            while p.is_alive() and time.monotonic() < deadline:
+                p.join(timeout=0.02)
+            if p.is_alive():  # SIGTERM not acted on in 5 s (a loaded machine): no second chance
+                log.warning("ingest worker %s did not stop on SIGTERM within 5 s; killing it", p.pid)
+                p.kill()
+                p.join(timeout=5)
 
     def map(
         self,
