@@ -133,11 +133,6 @@ def _block_text(body: str, start: int, end: int, is_para: bool) -> str:
     return raw.strip("\n") if _FENCE.match(raw) else raw.strip()
 
 
-def _blocks(body: str) -> list[tuple[str, bool]]:
-    """The body's blocks as texts, each with whether it is a paragraph."""
-    return [(_block_text(body, a, b, para), para) for a, b, para in _block_spans(body)]
-
-
 def _sentences(paragraph: str) -> list[str]:
     return [paragraph[a:b] for a, b in sentence_bounds(paragraph)]
 
@@ -146,7 +141,8 @@ def units(body: str) -> list[str]:
     """The body's deliverable units in order: a fenced block whole, each list item, table row or
     heading line, and each sentence of a paragraph (its lines joined)."""
     out: list[str] = []
-    for text, is_para in _blocks(body):
+    for a, b, is_para in _block_spans(body):
+        text = _block_text(body, a, b, is_para)
         out.extend(_sentences(text) if is_para else [text])
     return out
 
