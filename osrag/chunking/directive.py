@@ -45,6 +45,9 @@ class ReadContext:
     notes: list[str] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     numbers: dict[str, str] = field(default_factory=dict)
+    #: How many times a directive read or wrote the document's counters: a read that did is
+    #: not a pure function of its text (``osrag.chunking.inclusion`` does not remember it).
+    stateful: int = 0
 
     def note(self, msg: str) -> None:
         if msg not in self.notes:

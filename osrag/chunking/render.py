@@ -9,15 +9,12 @@ not import the reader that imports it).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from osrag.chunking.directive import LABELS, MAX_INCLUDE_DEPTH, Directive, ReadContext
+from osrag.chunking.inclusion import Reader, read_included
 from osrag.chunking.scanner import drop_comments, scan_line
-
-#: ``read(text, ctx, key, stack)``: the reader, for an included file's text.
-IncludeReader = Callable[[str, ReadContext, str, "tuple[str, ...]"], str]
 
 _MDX_ESM = re.compile(
     r"(?:import\s.+\sfrom\s+['\"].+['\"]|import\s+['\"].+['\"]|export\s+(?:const|default|function)\b.*);?"
@@ -70,7 +67,7 @@ class Renderer:
         stack: tuple[str, ...],
         tags: frozenset[str] | None,
         out: Out,
-        read: IncludeReader,
+        read: Reader,
     ) -> None:
         self.ctx, self.key, self.stack, self.tags, self.out, self.read = ctx, key, stack, tags, out, read
         self.open: list[_Open] = []
@@ -251,7 +248,7 @@ class Renderer:
             return ""
         if tags is not None:
             inc_text = _tagged_parts(inc_text, tags)
-        return self.read(inc_text, ctx, inc_key, (*self.stack, inc_key)).strip("\n")
+        return read_included(self.read, inc_text, ctx, inc_key, (*self.stack, inc_key)).strip("\n")
 
     def finish(self) -> None:
         self.flush_label()
@@ -263,46 +260,76 @@ def _else_branch(before: str, now: str) -> bool:
     return n1 == n2 and k1 != k2
 
 
-#: Include texts up to this many characters have their tagged parts remembered (16 of them).
+#: Include texts up to this many characters have their tag index remembered (32 texts).
 TAGGED_CACHE_CHARS = 1_000_000
 
 
 def _tagged_parts(text: str, tags: frozenset[str]) -> str:
     """The parts of an include file inside the ``{includetag(…)}`` regions asked for, markers
     removed. Like the docs portal, a preprocessor over the text: a region may cut through a code
-    block, and a 2,700-line snippet file included by 200 pages is not read whole each time (nor
-    scanned each time: the last answers are remembered, a pure function of text and tags)."""
-    if len(text) <= TAGGED_CACHE_CHARS:
-        return _remembered_parts(text, tags)
-    return _scan_tagged(text, tags)
-
-
-@lru_cache(maxsize=16)
-def _remembered_parts(text: str, tags: frozenset[str]) -> str:
-    return _scan_tagged(text, tags)
-
-
-def _scan_tagged(text: str, tags: frozenset[str]) -> str:
+    block. A snippet file is included by hundreds of pages, each asking for other tags: its
+    regions are found once (``_tag_index``, a pure function of the text, remembered) and each
+    selection only filters them."""
+    index = _remembered_index(text) if len(text) <= TAGGED_CACHE_CHARS else _tag_index(text)
     out: list[str] = []
-    selected: list[bool] = []
-    for line in text.split("\n"):
-        keep = any(selected)
-        pieces: list[str] = []
-        pos = 0
-        for m in _INCLUDETAG.finditer(line):
-            if any(selected):
-                pieces.append(line[pos : m.start()])
-            if m.group(1) is not None:
-                selected.append(m.group(1).strip() in tags)
-            elif selected:
-                selected.pop()
-            pos = m.end()
-            keep = keep or any(selected)
-        if any(selected):
-            pieces.append(line[pos:])
-        if pos == 0:
-            if keep:
-                out.append(line)
-        elif "".join(pieces).strip():
-            out.append("".join(pieces))
+    for regions, part in index:
+        if isinstance(part, str):  # whole lines inside the same regions
+            if not regions.isdisjoint(tags):
+                out.append(part)
+            continue
+        kept = "".join(piece for inside, piece in part if not inside.isdisjoint(tags))
+        if kept.strip():
+            out.append(kept)
     return "\n".join(out)
+
+
+#: One entry of a tag index: whole lines (the tags of the regions they are in, the lines), or one
+#: line with markers (its pieces, each with the tags of the regions it is in).
+_Indexed = tuple[frozenset[str], "str | tuple[tuple[frozenset[str], str], ...]"]
+
+
+@lru_cache(maxsize=32)
+def _remembered_index(text: str) -> tuple[_Indexed, ...]:
+    return _tag_index(text)
+
+
+def _tag_index(text: str) -> tuple[_Indexed, ...]:
+    """``text`` as runs of lines inside the same ``{includetag}`` regions and lines with markers
+    cut into pieces: a part shows when a region it is in was asked for. A closing marker with no
+    region open closes nothing."""
+    index: list[_Indexed] = []
+    run: list[str] = []
+    run_tags: frozenset[str] = frozenset()
+    open_: list[str] = []
+
+    def end_run() -> None:
+        if run:
+            index.append((run_tags, "\n".join(run)))
+            run.clear()
+
+    for line in text.split("\n"):
+        marks = list(_INCLUDETAG.finditer(line))
+        if not marks:
+            inside = frozenset(open_)
+            if inside != run_tags:
+                end_run()
+                run_tags = inside
+            if inside:
+                run.append(line)
+            continue
+        end_run()
+        pieces: list[tuple[frozenset[str], str]] = []
+        pos = 0
+        for m in marks:
+            if open_:
+                pieces.append((frozenset(open_), line[pos : m.start()]))
+            if m.group(1) is not None:
+                open_.append(m.group(1).strip())
+            elif open_:
+                open_.pop()
+            pos = m.end()
+        if open_:
+            pieces.append((frozenset(open_), line[pos:]))
+        index.append((frozenset(), tuple(pieces)))
+    end_run()
+    return tuple(index)

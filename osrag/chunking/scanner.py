@@ -161,12 +161,14 @@ def _brace_dir(name: str, arg: str, params: dict[str, str], ctx: ReadContext, ba
     if name == "caption":
         return Directive("open", b, directive_text(arg, ctx))
     if name == "counter":
+        ctx.stateful += 1
         ctx.counters[arg] = ctx.counters.get(arg, 0) + 1
         number = str(ctx.counters[arg])
         if params.get("id"):
             ctx.numbers[params["id"]] = number
         return Directive("single", b, number)
     if name == "const":
+        ctx.stateful += 1
         return Directive("single", b, ctx.numbers.get(arg.strip(), ""))
     if name == "params" or bare:
         return Directive("single", b)
