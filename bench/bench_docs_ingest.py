@@ -16,6 +16,9 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 2. Sync, on a copy of the tree (same collection name, so the same documents): an unchanged
    re-ingest in-process and as a fresh ``osrag ingest`` process (interpreter start included);
    one file changed in one paragraph (chunks embedded vs reused); one file deleted, ``--prune``.
+   Every osrag run starts cold (``cold``): nothing an earlier run of the bench process counted,
+   parsed or read is remembered, as in a fresh ``osrag ingest`` process. Each run's CPU seconds are
+   recorded too, this process's and the node's, and the least wall time they allow on this machine.
 3. ``--profile``: one more osrag ingest, in process (workers' time is invisible to cProfile), under
    cProfile; where the time went, by stage.
 
@@ -58,6 +61,27 @@ TREE = REPO.parent / "shared" / "datasets" / "vkdocs-ru-dev" / "corpus"
 
 def settings_for(alias: str, model: str, **over: Any) -> Settings:
     return Settings(alias=alias, embedding_model=model, _env_file=None, **over)
+
+
+def cpu(s: Settings) -> tuple[float, float]:
+    """(this process's CPU seconds, its reaped children's included; the node's CPU seconds)."""
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    stats = Admin(s).cluster.client.nodes.stats(metric="process")
+    node = sum(n["process"]["cpu"]["total_in_millis"] for n in stats["nodes"].values()) / 1000
+    return client, node
+
+
+def measured(run: Any, tree: Path, s: Settings, emb: Embedder) -> dict[str, Any]:
+    """``run(tree, s, emb)``, with the CPU seconds it cost this process and the node."""
+    c0, n0 = cpu(s)
+    got = run(tree, s, emb)
+    c1, n1 = cpu(s)
+    got["client_cpu"], got["node_cpu"] = c1 - c0, n1 - n0
+    return got
 
 
 def load() -> str:
@@ -132,8 +156,21 @@ def simple_run(tree: Path, s: Settings, emb: Embedder) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "files": len(files), "chunks": n}
 
 
+def cold() -> None:
+    """Forget what an earlier run of this process remembered (line token counts, included
+    snippets' reads, include-tag indexes, recent parses): each osrag run starts as a fresh
+    ``osrag ingest`` process would."""
+    from osrag.chunking import inclusion, linecounts, parser, render
+
+    linecounts._COUNTS.clear()
+    inclusion.forget()
+    render._remembered_index.cache_clear()
+    parser._RECENT.clear()
+
+
 def osrag_run(tree: Path, s: Settings, emb: Embedder) -> dict[str, Any]:
     Admin(s).install()
+    cold()
     t0 = time.perf_counter()
     r = Ingester(s, embedder=emb).ingest([tree])
     return {
@@ -212,6 +249,7 @@ STAGES = {
     "chunking (chunk_document, token counts inside)": "chunk_document",
     "token counting (embedding.count_tokens, anywhere)": "count_tokens",
     "Markdown parsing (markdown_it MarkdownIt.parse, anywhere)": "parse",
+    "included files (render.included: their reads, remembered or not)": "included",
     "embedding (encode_passages)": "encode_passages",
     "waiting for the writer thread (bulk, refresh, flip of the previous batch)": "wait_for_writes",
 }
@@ -219,6 +257,7 @@ STAGES = {
 
 def profile_run(tree: Path, s: Settings, emb: Embedder) -> tuple[float, list[tuple[str, float]]]:
     Admin(s).install()
+    cold()
     pr = cProfile.Profile()
     t0 = time.perf_counter()
     pr.enable()
@@ -268,9 +307,9 @@ def main() -> None:
                 f"bench-docs-workers-{uuid.uuid4().hex[:8]}", args.model, ingest_workers=WORKERS
             )
             aliases += [ss, so, s0]
-            simple = simple_run(tree, ss, emb)
-            whole = osrag_run(tree, so, emb)
-            here = osrag_run(tree, s0, emb)
+            simple = measured(simple_run, tree, ss, emb)
+            whole = measured(osrag_run, tree, so, emb)
+            here = measured(osrag_run, tree, s0, emb)
             whole["workers"] = here
             pairs.append((simple, whole, load()))
             print(
@@ -313,6 +352,12 @@ def write_report(
         f"| {w['workers']['seconds']:.1f} | {w['workers']['seconds'] / s['seconds']:.2f}× | {ld} |"
         for i, (s, w, ld) in enumerate(pairs)
     )
+    cpu_rows = "\n".join(
+        f"| {i + 1} | {s['client_cpu']:.1f} / {s['node_cpu']:.1f} | {w['client_cpu']:.1f} / {w['node_cpu']:.1f} "
+        f"| {w['workers']['client_cpu']:.1f} / {w['workers']['node_cpu']:.1f} "
+        f"| {(s['client_cpu'] + s['node_cpu']) / (os.cpu_count() or 1):.1f} | {(w['client_cpu'] + w['node_cpu']) / (os.cpu_count() or 1):.1f} |"
+        for i, (s, w, _) in enumerate(pairs)
+    )
     u_in, u_cli = sync["unchanged_in_process"], sync["unchanged_cli"]
     ch, pr = sync["one_file_changed"], sync["one_file_deleted_prune_cli"]
     lines = [
@@ -346,6 +391,14 @@ def write_report(
         rows,
         "",
         f"Median osrag / simple: **{median:.2f}×** (target ≤ 1.5×); with {WORKERS} workers: {median_here:.2f}×.",
+        "",
+        "CPU seconds each run cost, this process (worker processes included) / the node (`_nodes/stats`, "
+        "anything else the node served meanwhile included); the last two columns are the least wall time "
+        f"the client and node CPU allow on {os.cpu_count()} cores with perfect overlap.",
+        "",
+        "| rep | simple client / node | osrag client / node | workers client / node | simple floor s | osrag floor s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        cpu_rows,
         "",
         "## Sync (a copy of the tree, same collection: the same documents)",
         "",
