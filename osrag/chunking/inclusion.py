@@ -22,8 +22,10 @@ from osrag.chunking.directive import IncludeLoader, ReadContext
 #: ``read(text, ctx, key, stack)``: the reader, for an included file's text.
 Reader = Callable[[str, ReadContext, str, "tuple[str, ...]"], str]
 
-#: Remembered reads (kept by recent use), and the longest included text remembered.
+#: Remembered reads (kept by recent use): at most this many, holding at most this many characters
+#: of included text and result together (the oldest go first); a longer included text is never kept.
 MAX_ENTRIES = 256
+MAX_TOTAL_CHARS = 8_000_000
 MAX_CHARS = 1_000_000
 
 
@@ -47,6 +49,7 @@ class _Entry:
 _Key = tuple[str, str, tuple[tuple[str, str], ...], bool, int]
 _MEMO: OrderedDict[_Key, _Entry] = OrderedDict()
 _LOCK = threading.Lock()
+_chars = 0  # characters held by _MEMO (keys' texts and results)
 
 
 def _answer(got: tuple[str, str] | None) -> int:
@@ -94,12 +97,25 @@ def _read_and_remember(
             ctx.note(note)
     pure = ctx.stateful == stateful and not any("include cycle" in n for n in notes)
     if pure:
-        with _LOCK:
-            _MEMO[mkey] = _Entry(result, tuple(notes), tuple(calls), frozenset(met))
-            _MEMO.move_to_end(mkey)
-            while len(_MEMO) > MAX_ENTRIES:
-                _MEMO.popitem(last=False)
+        _remember(mkey, _Entry(result, tuple(notes), tuple(calls), frozenset(met)))
     return result
+
+
+def _size(key: _Key, entry: _Entry) -> int:
+    return len(key[1]) + len(entry.text)
+
+
+def _remember(mkey: _Key, entry: _Entry) -> None:
+    global _chars
+    with _LOCK:
+        old = _MEMO.pop(mkey, None)
+        if old is not None:
+            _chars -= _size(mkey, old)
+        _MEMO[mkey] = entry
+        _chars += _size(mkey, entry)
+        while _MEMO and (len(_MEMO) > MAX_ENTRIES or _chars > MAX_TOTAL_CHARS):
+            k, e = _MEMO.popitem(last=False)
+            _chars -= _size(k, e)
 
 
 def _logged(include: IncludeLoader, calls: list[_Call], met: set[str]) -> IncludeLoader:
@@ -115,5 +131,7 @@ def _logged(include: IncludeLoader, calls: list[_Call], met: set[str]) -> Includ
 
 def forget() -> None:
     """Drop every remembered read (tests; a long-lived process that wants the memory back)."""
+    global _chars
     with _LOCK:
         _MEMO.clear()
+        _chars = 0

@@ -152,3 +152,15 @@ def test_tagged_parts_select_the_regions_asked_for(tags: set[str]) -> None:
     assert "вне всего" not in got and "лишний" not in got
     if tags == {"b"}:
         assert got == "строка a и b\nстрока b"
+
+
+def test_remembered_reads_stay_within_their_character_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inclusion, "MAX_TOTAL_CHARS", 200)
+    files = {f"s{i}.md": f"Сниппет номер {i}. " * 4 + "\n" for i in range(6)}
+    tree = Tree(files)
+    for i in range(6):
+        read(f"{{include(s{i}.md)}}\n", tree)
+    held = sum(len(k[1]) + len(e.text) for k, e in inclusion._MEMO.items())
+    assert 0 < held <= 200 and len(inclusion._MEMO) < 6
+    assert "s5.md" in {k[0] for k in inclusion._MEMO}  # the latest kept, the oldest gone
+    assert held == inclusion._chars
