@@ -19,7 +19,7 @@ from osrag.records import IndexMeta
 from osrag.search.budget import Selection, SelectionConfig, select
 from osrag.search.candidates import Candidate
 from osrag.search.gate import Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
-from osrag.search.trimming import Trim, TrimConfig, evidence_pattern, trim
+from osrag.search.trimming import Trim, TrimConfig, evidence, trim
 from osrag.vocabulary import POLICIES
 
 if TYPE_CHECKING:
@@ -210,9 +210,9 @@ def _trim_all(
     tokenizer). On golden and vkdocs-ru-dev 1.5 gave the same envelopes' recall as 2; stopping at
     the budget itself cost 0.010 and 0.016.
     """
-    pattern = evidence_pattern(list(terms))
+    found = evidence(list(terms))  # compiled once per search
     out: dict[str, Trim] = {}
-    if pattern is None:
+    if found is None:
         return out
     spoken = sum(c.tokens for c in gated[: policy.trimming.keep_whole])
     for c in gated[policy.trimming.keep_whole :]:
@@ -223,7 +223,7 @@ def _trim_all(
             src.text,
             c.tokens,
             terms,
-            pattern,
+            found,
             count_tokens,
             heading_path=src.heading_path,
             title=src.title,
