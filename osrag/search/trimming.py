@@ -32,10 +32,6 @@ UNTRIMMED_KINDS = frozenset({"table", "code"})
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)]|\|)\s|^\s*\|")
-#: A line that may be a fence, a list item, a table row or a heading (more than ``_FENCE``,
-#: ``_ITEM`` and ``#`` take: a body without one is prose), and a run of non-blank lines.
-_MAYBE_NOT_PROSE = re.compile(r"^[^\S\n]*(?:```|~~~|[-*+|#]|\d+[.)])", re.MULTILINE)
-_PARAGRAPH = re.compile(r"^[^\n]*\S[^\n]*(?:\n[^\n]*\S[^\n]*)*", re.MULTILINE)
 _WORDS = re.compile(r"\w+")
 _WORD_CHAR = re.compile(r"\w")
 
@@ -147,11 +143,37 @@ def _fold(text: str) -> str:
 def _block_spans(body: str) -> list[tuple[int, int, bool]]:
     """The body's blocks in order as (start, end, is_paragraph) spans of ``body``: a fenced block
     whole, each list item, table row or heading line, and each paragraph (to be split into
-    sentences). A body with no line that could open a fence, an item, a row or a heading (most
-    prose) is only paragraphs: its runs of non-blank lines, found by one regex."""
-    if _MAYBE_NOT_PROSE.search(body) is None:
-        return [(m.start(), m.end(), True) for m in _PARAGRAPH.finditer(body)]
-    return _blocks_by_line(body)
+    sentences)."""
+    return _prose_blocks(body) or _blocks_by_line(body)
+
+
+#: What a line's first non-space character is when the line may open a fence, a list item, a
+#: table row or a heading (``_FENCE``, ``_ITEM``, ``#``; a decimal digit too).
+_NOT_PROSE = frozenset("`~-*+|#")
+
+
+def _prose_blocks(body: str) -> list[tuple[int, int, bool]] | None:
+    """``_block_spans`` of a body that is only prose (its runs of non-blank lines), or None
+    (and nothing found) when a line may be more than prose."""
+    out: list[tuple[int, int, bool]] = []
+    start = -1
+    pos = end = 0
+    for line in body.split("\n"):
+        kept = line.lstrip()
+        if not kept:
+            if start >= 0:
+                out.append((start, end, True))
+                start = -1
+        else:
+            if kept[0] in _NOT_PROSE or kept[0].isdecimal():
+                return None
+            if start < 0:
+                start = pos
+            end = pos + len(line)
+        pos += len(line) + 1
+    if start >= 0:
+        out.append((start, end, True))
+    return out
 
 
 def _blocks_by_line(body: str) -> list[tuple[int, int, bool]]:
