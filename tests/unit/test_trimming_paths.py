@@ -71,17 +71,23 @@ def outcome(t: trimming.Trim | None) -> tuple[object, ...] | None:
 
 
 def test_evidence_finds_what_the_look_behind_pattern_finds() -> None:
-    word_only = evidence(["ключ", "доступ", "42"])
-    assert word_only is not None and word_only.scan is not None
-    text = "ключом подключение ключ 42 420 x42 доступа _ключ"
-    assert word_only.find(text) == [(m.start(), m.group(0)) for m in word_only.pattern.finditer(text)]
-    assert [t for _, t in word_only.find(text)] == ["ключ", "ключ", "42", "42", "доступ"]
+    terms = ["ключ", "ключев", "доступ", "42", "ааа", "в"]
+    word_only = evidence(terms)
+    assert word_only is not None and word_only.words_only
+    text = "ключом подключение ключевую ключ 42 420 x42 доступа _ключ аааа в"
+    assert [t for _, t in word_only.find(text)] == ["ключ", "ключев", "ключ", "42", "42", "доступ", "ааа"]
+    rnd = random.Random(11)
+    pieces = [*WORDS, "ключевую", "аааа", "_", "-", " ", " ", "\n", "x"]
+    for _ in range(3000):
+        text = trimming._fold("".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 12))))
+        want = [(m.start(), m.group(0)) for m in word_only.pattern.finditer(text)]
+        assert word_only.find(text) == want, text
     # A term holding a non-word character is found by the look-behind pattern itself.
     hyphen = evidence(["ssh-keygen", "keygen"])
-    assert hyphen is not None and hyphen.scan is None and hyphen.spaceless
+    assert hyphen is not None and not hyphen.words_only and hyphen.spaceless
     assert [t for _, t in hyphen.find("ssh-keygen keygen")] == ["ssh-keygen", "keygen"]
-    assert evidence(["в", "по"]) is None
-    assert evidence_pattern(["ключ"]) == evidence(["ключ"]).pattern
+    assert evidence(["в", "по"]) is None and evidence_pattern(["в", "по"]) is None
+    assert evidence_pattern(terms) == word_only.pattern  # longest first, then alphabetical
 
 
 @pytest.mark.parametrize("max_units", [1, 2, 3])
