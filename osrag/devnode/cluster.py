@@ -65,7 +65,7 @@ class DevCluster(LauncherBase):
             if st.number_of_nodes == expected and st.health in ("green", "yellow"):
                 return st
             for s in self.specs:
-                if s.pid_file.exists() and proc.read_pid(s.pid_file) is None:
+                if proc.exited(s.pid_file):
                     raise LauncherError(f"{s.name} exited during start-up; see {s.logs_dir}")
             time.sleep(1.0)
         raise LauncherError(

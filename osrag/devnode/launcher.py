@@ -211,7 +211,7 @@ class DevNode(LauncherBase):
             if st.running and st.health in ok:
                 self._log(f"{self.spec.name} healthy after {time.monotonic() - t0:.0f}s")
                 return st
-            if self.pid_file.exists() and proc.read_pid(self.pid_file) is None:
+            if proc.exited(self.pid_file):
                 return None
             time.sleep(1.0)
         raise LauncherError(f"OpenSearch did not become healthy within {wait_s:.0f}s; see {self.logs_dir}")

@@ -252,6 +252,16 @@ def read_pid(pid_file: Path) -> int | None:
     return pid if pid_alive(pid) else None
 
 
+def exited(pid_file: Path) -> bool:
+    """Whether the pid file names a process that is gone. An empty or half-written file (a
+    starting JVM writes its pid file while the launcher watches) is not an exit."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    return not pid_alive(pid)
+
+
 def stop(pid_file: Path, wait_s: float = 60.0) -> bool:
     """Stop exactly the process named by the pid file; False if none was running."""
     pid = read_pid(pid_file)

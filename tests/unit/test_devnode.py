@@ -280,3 +280,22 @@ def test_one_pom_fetches_every_artifact_and_nothing_transitive() -> None:
     ]
     assert got == [a.coordinate for a in arts]
     assert all(d.find("m:exclusions/m:exclusion/m:artifactId", ns).text == "*" for d in deps)  # type: ignore[union-attr]
+
+
+def test_a_pid_file_being_written_is_not_an_exit(tmp_path: Path) -> None:
+    import os
+
+    from osrag.devnode import process
+
+    pid_file = tmp_path / "node.pid"
+    assert not process.exited(pid_file)  # no file yet: the JVM has not written it
+    pid_file.write_text("")  # created, not yet written (a starting JVM, read at that moment)
+    assert not process.exited(pid_file)
+    pid_file.write_text(str(os.getpid()))
+    assert not process.exited(pid_file)
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    pid_file.write_text(str(child))  # a process that is gone
+    assert process.exited(pid_file)
