@@ -243,23 +243,25 @@ def launch(specs: list[NodeSpec], envs: list[dict[str, str]], log: Log, timeout_
         raise LauncherError("OpenSearch did not start: " + "; ".join(errors))
 
 
-def read_pid(pid_file: Path) -> int | None:
-    """The pid in the file if that process is still alive."""
+def _pid_in(pid_file: Path) -> int | None:
+    """The pid the file holds; None when there is no file or it is empty or half-written."""
     try:
-        pid = int(pid_file.read_text().strip())
+        return int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if pid_alive(pid) else None
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The pid in the file if that process is still alive."""
+    pid = _pid_in(pid_file)
+    return pid if pid is not None and pid_alive(pid) else None
 
 
 def exited(pid_file: Path) -> bool:
     """Whether the pid file names a process that is gone. An empty or half-written file (a
     starting JVM writes its pid file while the launcher watches) is not an exit."""
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return False
-    return not pid_alive(pid)
+    pid = _pid_in(pid_file)
+    return pid is not None and not pid_alive(pid)
 
 
 def stop(pid_file: Path, wait_s: float = 60.0) -> bool:
