@@ -123,9 +123,16 @@ def load(spec: str) -> Counter:
             tok.no_padding()
             tok.no_truncation()
         else:
-            from transformers import AutoTokenizer
-
+            try:
+                from transformers import AutoTokenizer
+            except ImportError as exc:
+                raise ConfigError(
+                    f"{SETTING}={spec!r}: {where.path} has no tokenizer.json and reading it needs "
+                    "transformers (pip install 'osrag[local-models]')"
+                ) from exc
             tok = AutoTokenizer.from_pretrained(str(where.path), local_files_only=True)
+    except ConfigError:
+        raise
     except Exception as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise ConfigError(f"{SETTING}={spec!r}: cannot load a tokenizer from {where.path}: {first}") from exc

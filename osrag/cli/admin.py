@@ -76,6 +76,7 @@ def install(
     result = admin.install()
     if result["created_index"]:
         click.echo(f"created index {result['created_index']} behind alias {s.alias}")
+        click.echo(s.embedding_choice.line("embedding model"))
     click.echo(f"installed templates and pipelines for {s.alias} -> {result['index']}")
     if roles:
         from osrag.admin.roles import install_roles

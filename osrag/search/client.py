@@ -182,8 +182,8 @@ class QuerySteps(Retriever):
                 )
             info.note = "; ".join(said)
         except ModelError as exc:
+            # Said once, here: the loader logs the failure once per process, not once per search.
             info.note = f"reranker unavailable, ranked without it (fused order plus evidence): {exc}"
-            notes.append(info.note)
         timings["rerank"] = (time.perf_counter() - t0) * 1000
         return ordered, info
 

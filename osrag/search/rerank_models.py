@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -22,6 +23,9 @@ from typing import Any, Literal
 import numpy as np
 
 from osrag.errors import ModelError
+from osrag.model_defaults import LOCAL_MODELS_EXTRA, why_not_loadable
+
+log = logging.getLogger(__name__)
 
 Backend = Literal["torch", "onnx"]
 Quantize = Literal["none", "int8"]
@@ -245,7 +249,12 @@ def _onnx_model(name: str, device: str, quantize: str, models_dir: Path | None) 
     return LoadedModel(tok, run, info["activation"], info.get("max_length"), "onnx", quantize)
 
 
-@functools.lru_cache(maxsize=4)
+#: Loads that failed in this process, by configuration: one attempt per process, then the same
+#: error at once (a search never waits for a failure it has already seen).
+_FAILED: dict[tuple[str, str, str, str, str | None], RerankUnavailable] = {}
+_FAILED_LOCK = threading.Lock()
+
+
 def load_reranker_model(
     name: str,
     device: str = "cpu",
@@ -253,7 +262,44 @@ def load_reranker_model(
     quantize: str = "none",
     models_dir: str | None = None,
 ) -> LoadedModel:
-    """A model ready to score, once per process and configuration."""
+    """A model ready to score, once per process and configuration; a failure is known once.
+
+    A hub name that is not in the local cache (or a missing extra) fails at once, without trying
+    the network: see ``osrag.model_defaults``. The first failure is logged once per process."""
+    key = (name, device, backend, quantize, models_dir)
+    known = _FAILED.get(key)
+    if known is not None:
+        raise known
+    try:
+        if backend in BACKENDS:
+            extra = ("onnxruntime", "onnx") if backend == "onnx" else ()
+            why = why_not_loadable(name, extra_modules=extra)
+            if why is not None:
+                raise RerankUnavailable(f"cannot load reranker {name!r}: {why}")
+        return cached_reranker_model(name, device, backend, quantize, models_dir)
+    except RerankUnavailable as exc:
+        with _FAILED_LOCK:
+            if key not in _FAILED:
+                _FAILED[key] = exc
+                log.warning("reranker off in this process: %s", exc)
+        raise
+
+
+def forget_reranker_models() -> None:
+    """Drop the loaded models and the remembered failures (tests; a process that installed a model)."""
+    cached_reranker_model.cache_clear()
+    with _FAILED_LOCK:
+        _FAILED.clear()
+
+
+@functools.lru_cache(maxsize=4)
+def cached_reranker_model(
+    name: str,
+    device: str = "cpu",
+    backend: str = "torch",
+    quantize: str = "none",
+    models_dir: str | None = None,
+) -> LoadedModel:
     if backend not in BACKENDS:
         raise RerankUnavailable(f"unknown rerank backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     if quantize not in QUANTIZE:
@@ -269,8 +315,9 @@ def load_reranker_model(
     except RerankUnavailable:
         raise
     except ImportError as exc:
+        extra = "onnx" if backend == "onnx" else LOCAL_MODELS_EXTRA
         raise RerankUnavailable(
-            f"rerank backend {backend!r} needs onnxruntime and onnx (pip install 'osrag[onnx]'): {one_line(exc)}"
+            f"rerank backend {backend!r} needs the {extra} extra (pip install 'osrag[{extra}]'): {one_line(exc)}"
         ) from exc
     except Exception as exc:
         raise RerankUnavailable(f"cannot load reranker {name!r} ({backend}): {one_line(exc)}") from exc

@@ -18,7 +18,12 @@ from osrag.search.rerank import (
     pair_budget,
     rerank_order,
 )
-from osrag.search.rerank_models import RerankUnavailable, load_cross_encoder, load_reranker_model
+from osrag.search.rerank_models import (
+    RerankUnavailable,
+    cached_reranker_model,
+    forget_reranker_models,
+    load_cross_encoder,
+)
 
 MAX_LENGTH = 32
 _LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"
@@ -64,10 +69,10 @@ def build_tiny_cross_encoder(path: Path, seed: int = 1234) -> Path:
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     load_cross_encoder.cache_clear()
-    load_reranker_model.cache_clear()
+    forget_reranker_models()
     yield str(build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce")))
     load_cross_encoder.cache_clear()
-    load_reranker_model.cache_clear()
+    forget_reranker_models()
 
 
 QUESTION = "зеленый чай цена"
@@ -140,13 +145,13 @@ def test_a_failing_model_raises_rerank_unavailable(tiny_model: str) -> None:
 
 def test_model_is_loaded_once_per_process(tiny_model: str) -> None:
     load_cross_encoder.cache_clear()
-    load_reranker_model.cache_clear()
+    forget_reranker_models()
     first, second = Reranker(tiny_model), Reranker(tiny_model)
     first.score(QUESTION, TEXTS)
     second.score(QUESTION, TEXTS)
     first.score(QUESTION, TEXTS)
     assert first.model is second.model
-    info = load_reranker_model.cache_info()
+    info = cached_reranker_model.cache_info()
     assert info.misses == 1
     assert info.hits >= 1
 
@@ -158,11 +163,11 @@ def test_a_failed_load_is_remembered_not_retried(tmp_path) -> None:
     r = rr.Reranker(missing)
     with pytest.raises(RerankUnavailable) as first:
         r.score("вопрос", ["текст"])
-    calls = rr.load_reranker_model.cache_info().misses
+    calls = cached_reranker_model.cache_info().misses
     with pytest.raises(RerankUnavailable) as second:
         r.score("вопрос", ["текст"])
     assert second.value is first.value
-    assert rr.load_reranker_model.cache_info().misses == calls  # no second load attempt
+    assert cached_reranker_model.cache_info().misses == calls  # no second load attempt
 
 
 # ------------------------------------------------------------------ pure parts
