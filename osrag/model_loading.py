@@ -181,7 +181,7 @@ def load_model(resolved: str, device: str = "cpu") -> Any:
         ) from exc
     quiet_transformers()
     if looks_like_path(resolved) and not Path(resolved).expanduser().exists():
-        raise ModelError(f"embedding model {resolved!r}: no such directory")
+        raise ModelError(f"cannot load embedding model {resolved!r}: no such directory")
     try:
         return load_pretrained(SentenceTransformer, resolved, device)
     except Exception as exc:  # hub unreachable, missing files, bad config...

@@ -2,7 +2,8 @@
 
 One ``Check`` per question a user would otherwise guess at -- reachable, authenticated, which
 server and plugins, which k-NN engines it can serve (and which indices need one it may not),
-templates and pipelines in sync, alias -> index, the pinned model loadable here, the analyzer,
+templates and pipelines in sync, alias -> index, the pinned model loadable here (or the model a new
+index would get), the reranker a search would run (``osrag.model_defaults``), the analyzer,
 health, disk watermarks, shard allocation. Each is a line with a status and, when not ok, a
 hint. Nothing here writes to the cluster; no k-NN index is ever created to probe an engine.
 
@@ -109,8 +110,9 @@ def diagnose(settings: Settings, cluster: Cluster | None = None) -> list[Check]:
             )
         checks.extend(_engines(cluster, version))
 
-    # -- what osrag installed: drift, alias, model, analyzer
+    # -- what osrag installed: drift, alias, model, analyzer; the reranker a search would run
     checks.extend(_install_state(settings, cluster))
+    checks.append(_reranker(settings))
 
     # -- cluster: health, disk, allocation
     if serverless:
@@ -224,7 +226,11 @@ def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
     except OsragError as exc:
         return [*out, Check("alias", "fail", str(exc), "run `osrag install`")]
     if index is None:
-        return [*out, Check("alias", "fail", f"{settings.alias} points nowhere", "run `osrag install`")]
+        return [
+            *out,
+            Check("alias", "fail", f"{settings.alias} points nowhere", "run `osrag install`"),
+            _new_index_model(settings),
+        ]
     out.append(Check("alias", "ok", f"{settings.alias} -> {index}"))
     out.append(_model(settings, admin, index))
     out.append(_analyzer(cluster, settings.alias))
@@ -248,6 +254,52 @@ def _model(settings: Settings, admin: Admin, index: str) -> Check:
         return Check("model", "fail", str(exc), "install the model's package/files here, or `osrag reindex`")
     except Exception as exc:  # a model loader's own error (no hub, bad files): named, not a traceback
         return Check("model", "fail", f"{type(exc).__name__}: {str(exc)[:200]}", "install the model here")
+
+
+def _new_index_model(settings: Settings) -> Check:
+    """The model `osrag install` would pin a new index to, loaded here as install would."""
+    from osrag.embedding import embedder_for
+
+    choice = settings.embedding_choice
+    try:
+        dim = embedder_for(settings).dimension
+    except Exception as exc:  # OsragError or a loader's own: named, one line
+        return Check(
+            "model",
+            "fail",
+            f"{choice.name} cannot load here: {(str(exc).splitlines() or [''])[0][:200]}",
+            "set OSRAG_EMBEDDING_MODEL to a model this machine has (docs/models.md)",
+        )
+    return Check("model", "ok", f"{choice.line('a new index gets')}; loads here (dim {dim})")
+
+
+def _reranker(settings: Settings) -> Check:
+    """The cross-encoder a search runs: off, not here (said why), or loaded once as a search would."""
+    from osrag.search.rerank_models import load_reranker_model
+
+    choice = settings.reranker_choice
+    if not settings.rerank:
+        return Check("reranker", "ok", "off (OSRAG_RERANK=false): results keep the fused order")
+    if choice.name is None:
+        configured = "reranker_model" in settings.model_fields_set
+        return Check(
+            "reranker",
+            "fail" if configured else "warn",
+            f"none here, searches keep the fused order: {choice.reason}",
+            f"pip install 'osrag[local-models]' and put {settings.reranker_model} in the model cache, "
+            "or OSRAG_RERANK=false to say it is meant",
+        )
+    try:
+        load_reranker_model(
+            choice.name,
+            settings.device,
+            settings.rerank_backend,
+            settings.rerank_quantize,
+            str(settings.models_dir),
+        )
+    except OsragError as exc:
+        return Check("reranker", "fail", str(exc), "fix the model files, or OSRAG_RERANK=false")
+    return Check("reranker", "ok", f"{choice.line('reranker')}; loads here ({settings.rerank_backend})")
 
 
 def _analyzer(cluster: Cluster, alias: str) -> Check:

@@ -11,6 +11,7 @@ from osrag.admin.locking import lock_state, read_lock
 from osrag.admin.reindex import Reindexer
 from osrag.capabilities import fusion_in_use
 from osrag.names import age_seconds
+from osrag.records import IndexMeta
 from osrag.settings import Settings
 from osrag.vocabulary import PIPELINES
 
@@ -38,6 +39,10 @@ class Status:
     capabilities: dict[str, Any] = field(default_factory=dict)
     drift: list[str] = field(default_factory=list)
     template_version: dict[str, Any] = field(default_factory=dict)
+    #: Which models run (``osrag.model_defaults``): "embedding" (the index's, or what a new index
+    #: would get), "embedding_source" (how it was chosen) and "reranker" (None: no cross-encoder),
+    #: "reranker_source" (one line: configured, default or fallback and why). Local facts only.
+    models: dict[str, Any] = field(default_factory=dict)
 
 
 def status(settings: Settings) -> dict[str, Any]:
@@ -73,8 +78,8 @@ def read_status(settings: Settings) -> Status:
         "files": templates.TEMPLATE_VERSION,
         "cluster": installed.get("version") if installed else None,
     }
-    if index:
-        meta = admin.meta(index)
+    meta = admin.meta(index) if index else None
+    if index and meta is not None:
         st.documents, st.chunks = Reindexer(settings, admin).counts(index)
         lock = read_lock(admin.cluster, settings.alias)
         st.index = index
@@ -87,4 +92,17 @@ def read_status(settings: Settings) -> Status:
         st.reindex_lock = {**lock.as_dict(), "state": lock_state(lock)} if lock else None
         st.pipelines = {v: admin.pipeline_name(v) for v in PIPELINES}
         st.fusion = settings.fusion
+    st.models = models_in_use(settings, meta)
     return st
+
+
+def models_in_use(settings: Settings, meta: IndexMeta | None) -> dict[str, Any]:
+    """The embedding model (the index's when there is one) and the reranker, each with its reason."""
+    rerank = settings.reranker_choice
+    if meta is not None and meta.embedding_model:
+        source = meta.embedding_model_source or "the index's pinned model"
+        embedding = {"embedding": meta.embedding_model, "embedding_source": source}
+    else:
+        choice = settings.embedding_choice
+        embedding = {"embedding": choice.name, "embedding_source": choice.line("a new index's model")}
+    return {**embedding, "reranker": rerank.name, "reranker_source": rerank.line("reranker")}

@@ -218,6 +218,10 @@ def status(as_json: bool) -> None:
             click.echo(f"previous index (rollback): {st['previous_index']}")
         if st["reindex_lock"]:
             click.echo(f"reindex lock: {st['reindex_lock']}")
+    models = st["models"]
+    if not st["index"]:
+        click.echo(models["embedding_source"])
+    click.echo(models["reranker_source"])
     tv = st["template_version"]
     click.echo(f"template version: files {tv['files']} · cluster {tv['cluster']}")
     click.echo("drift: " + ("none" if not st["drift"] else ""))

@@ -187,6 +187,7 @@ def test_missing_path_gives_one_line_model_error(tmp_path: Path) -> None:
     msg = str(ei.value)
     assert "\n" not in msg
     assert str(missing) in msg and "cannot load embedding model" in msg
+    assert "no such directory" in msg and "hub" not in msg  # a path is not a hub/cache problem
     assert not emb.loaded
 
 
