@@ -158,6 +158,14 @@ class QuerySteps(Retriever):
             return ordered, info
         if not ordered:
             return ordered, info
+        if self._reranker is None and "reranker_model" not in self.s.model_fields_set:
+            # The default cross-encoder is not here (osrag.model_defaults, local facts only): not a
+            # degradation of this search, so nothing is logged; the envelope says why, once.
+            choice = self.s.reranker_choice
+            if choice.name is None:
+                info.model = None
+                info.note = f"no cross-encoder here, fused order plus evidence ({choice.reason})"
+                return ordered, info
         t0 = time.perf_counter()
         try:
             with MODEL_WORK:
