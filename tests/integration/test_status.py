@@ -42,6 +42,7 @@ KEYS = {
     "fusion",
     "layout",
     "capabilities",
+    "models",
 }
 
 
@@ -141,6 +142,10 @@ def test_status_before_the_first_ingest(admin: Admin, settings: Settings) -> Non
 def test_status_without_install(settings: Settings) -> None:
     st = status(settings)
     assert set(st) == KEYS
+    # with no index: the model a new index would get, and the reranker, each with its reason
+    assert st["models"]["embedding"] == "navec:news-300d"
+    assert st["models"]["embedding_source"].startswith("a new index's model: navec:news-300d (configured")
+    assert st["models"]["reranker"] is None
     assert st["index"] is None and st["documents"] is None and st["template_version"]["cluster"] is None
     assert any("missing in cluster" in d for d in st["drift"])
     assert any("no index behind the alias" in d for d in st["drift"])
@@ -174,8 +179,12 @@ def test_cli_status_json_and_text(
     got = json.loads(proc.stdout)
     want = status(settings)
     assert set(got) == set(want) == KEYS
-    for key in KEYS - {"last_ingest_age_s", "cluster"}:
+    for key in KEYS - {"last_ingest_age_s", "cluster", "models"}:
         assert got[key] == want[key], key
+    # the CLI's process has its own reranker settings (OSRAG_RERANK unset there); the index's model is the same
+    assert {k: got["models"][k] for k in ("embedding", "embedding_source")} == {
+        k: want["models"][k] for k in ("embedding", "embedding_source")
+    }
     # Health is the whole node's, which other tests' indices can move between green and yellow.
     assert {**got["cluster"], "health": None} == {**want["cluster"], "health": None}
     assert got["cluster"]["health"] in ("green", "yellow")
@@ -187,6 +196,7 @@ def test_cli_status_json_and_text(
     assert f"OpenSearch {want['cluster']['version']} at {settings.url}" in out
     assert f"alias {settings.alias} -> {want['index']}" in out
     assert "model: navec:news-300d (dim 300)" in out
+    assert f"\n{got['models']['reranker_source']}\n" in out
     assert (
         f"documents: {want['documents']} · chunks: {want['chunks']} · last ingest: {want['last_ingest_at']}"
         in out
