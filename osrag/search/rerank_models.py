@@ -2,6 +2,11 @@
 loads it (``torch``), or the same model exported once to ONNX and run by ONNX Runtime (``onnx``,
 optionally int8-quantised; the export is cached under ``models_dir``). Either way the result is
 a ``LoadedModel``: a tokenizer and a function from a tokenised batch to logits.
+
+Both need the ``local-models`` extra (torch; ``onnx`` adds ONNX Runtime), imported only here and
+only when a model loads. Whether a model can load is first asked of local facts
+(``osrag.model_defaults``): a missing extra or a hub name that is not cached fails at once, with no
+network wait, and any failure is remembered for the process.
 """
 
 from __future__ import annotations
