@@ -58,3 +58,28 @@ def test_an_unreachable_cluster_is_one_failed_check() -> None:
     s = Settings(url="http://127.0.0.1:1", max_retries=0, timeout_s=2, _env_file=None)
     (check,) = diagnose(s)
     assert check.name == "reachable" and check.status == "fail" and "osrag dev up" in check.hint
+
+
+def test_the_reranker_check_says_off_missing_or_broken(tmp_path: Path, monkeypatch) -> None:
+    from osrag import model_defaults
+    from osrag.admin.doctor import _reranker
+    from osrag.search.rerank_models import forget_reranker_models
+
+    model_defaults.locally_available.cache_clear()
+    forget_reranker_models()
+    off = _reranker(Settings(rerank=False, _env_file=None))
+    assert off.status == "ok" and "OSRAG_RERANK=false" in off.detail
+    # The default cross-encoder, not in this machine's cache: a warning that names the fix.
+    monkeypatch.setattr(model_defaults, "locally_available", lambda name: False)
+    default = _reranker(Settings(_env_file=None))
+    assert default.status == "warn" and "fused order" in default.detail
+    assert "osrag[local-models]" in default.hint and "OSRAG_RERANK=false" in default.hint
+    # One the user named that is not here: a failure.
+    named = _reranker(Settings(reranker_model=str(tmp_path / "none"), _env_file=None))
+    assert named.status == "fail"
+    # Here but broken: loaded as a search would, and the loader's one line is the detail.
+    monkeypatch.setattr(model_defaults, "locally_available", lambda name: True)
+    (tmp_path / "junk").mkdir()
+    broken = _reranker(Settings(reranker_model=str(tmp_path / "junk"), _env_file=None))
+    assert broken.status == "fail" and broken.detail.startswith("cannot load reranker")
+    forget_reranker_models()
