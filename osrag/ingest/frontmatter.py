@@ -117,7 +117,7 @@ def load_bounded(text: str) -> Any:
         raise FrontMatterError(
             f"front matter is {len(text):,} characters long (limit {MAX_FRONT_MATTER_CHARS:,})"
         )
-    return yaml.load(text, Loader=BoundedLoader)  # noqa: S506 -- a SafeLoader subclass
+    return yaml.load(text, Loader=BoundedLoader)
 
 
 @dataclass(frozen=True)
@@ -429,17 +429,17 @@ def _kind(value: Any) -> str:
 
 __all__ = [
     "ACCESS_KEYS",
+    "KNOWN_KEYS",
     "MAX_FRONT_MATTER_CHARS",
     "MAX_FRONT_MATTER_DEPTH",
     "MAX_FRONT_MATTER_NODES",
     "BoundedLoader",
-    "compose_bounded",
-    "load_bounded",
-    "KNOWN_KEYS",
     "FrontMatter",
     "FrontMatterError",
     "acl_groups",
+    "compose_bounded",
     "likely_key",
+    "load_bounded",
     "normalise_newlines",
     "parse_front_matter",
     "read_front_matter",
