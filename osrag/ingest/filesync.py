@@ -74,6 +74,10 @@ class FileSync:
         self.stored: dict[str, dict[str, list[StoredFile]]] = {}  # collection -> origin -> docs
         self.found: dict[str, set[str]] = {}  # collection -> origins found in this run
         self.read_as: dict[str, str] = {}  # origin -> the doc_id it gave in this run
+        self.origins: dict[str, tuple[str, str]] = {}  # shown path -> (collection, origin), every input
+        #: origin -> (collection, shown path): files whose new version failed or gave no text; their
+        #: stored documents are withdrawn at the end (``withdraw_failed``)
+        self.failing: dict[str, tuple[str, str]] = {}
         self._stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}  # shown path -> stamp
         self._recipes: dict[tuple[str, int], str] = {}  # (collection, rules) -> recipe
         self._digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
@@ -94,7 +98,7 @@ class FileSync:
         """The files under ``paths`` as ``osrag.ingest.documents.read_tree`` reads them (by the
         ``pool``'s workers, chunked there too, when it has some), except that a file whose stamp is
         the stored one is not read at all (``before_read``)."""
-        planned = plan_tree(paths, self.options, self.read_report, self.before_read)
+        planned = plan_tree(paths, self.options, self.read_report, self.before_read, self._found)
         pool = pool if pool is not None else ReadPool(0)
         for shown, got, chunked in pool.map(planned, self.read_report, self.chunk_plan):
             if isinstance(got, Unchanged):
@@ -107,6 +111,51 @@ class FileSync:
                 stamp = with_includes(stamped[0], got.metadata.get("includes") or (), stamped[1])
                 self.read_as[stamp.origin] = got.doc_id
             yield Item(shown, got, stamp, chunked=chunked if isinstance(got, Document) else None)
+
+    def _found(self, shown: str, path: Path, root: Path) -> None:
+        """Every input of the walk, one left out or failing included: its origin is known, so its
+        stored document can be withdrawn, and ``--prune`` does not count it as gone."""
+        coll = self.options.collection or collection_of(root)
+        origin = origin_of(path, root, coll)
+        self.origins[shown] = (coll, origin)
+        self.found.setdefault(coll, set()).add(origin)
+
+    def stored_ids_of(self, shown: str) -> list[str]:
+        """The doc_ids readers see now from the file shown as ``shown`` ([] for a new file)."""
+        where = self.origins.get(shown)
+        if where is None:
+            return []
+        coll, origin = where
+        return sorted({d.doc_id for d in self._stored(coll).get(origin, [])})
+
+    def failed(self, shown: str) -> list[str]:
+        """The file's new version cannot be indexed (unreadable, unparsable, binary, emptied, no
+        text, a link out of the tree): its stored documents, returned, are withdrawn at the end --
+        they may be more public than the file's current bytes allow (fail closed)."""
+        ids = self.stored_ids_of(shown)
+        if ids:
+            coll, origin = self.origins[shown]
+            self.failing[origin] = (coll, shown)
+        return ids
+
+    def withdraw_failed(self, index: str) -> list[str]:
+        """Remove (as ``osrag delete`` does, atomically per document) the stored documents of the
+        files ``failed`` named. Returns the doc_ids removed."""
+        keys: set[str] = set()
+        ids: set[str] = set()
+        for origin, (coll, _) in self.failing.items():
+            for d in self._stored(coll).get(origin, []):
+                keys.add(d.version_key)
+                ids.add(d.doc_id)
+        if not keys:
+            return []
+        left = guarded_remove(self.store.cluster, self.store, index, sorted(keys), "osrag ingest (withdraw)")
+        if left:
+            log.warning("withdraw: %d version(s) kept hidden, their chunks could not be deleted", len(left))
+        # Withdrawn here: prune has nothing more to do for them.
+        for origin, (coll, _) in self.failing.items():
+            self._stored(coll).pop(origin, None)
+        return sorted(ids)
 
     def before_read(self, path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
         """Asked by ``read_tree`` before it reads a file: ``Unchanged`` when the file's stamp is
@@ -132,8 +181,8 @@ class FileSync:
     def prune(self, index: str) -> list[str]:
         """Remove (atomically per document, ``VersionStore.remove``) the documents of the
         collections found in this run whose file was not found, or that the file no longer
-        gives (its front matter names another doc_id now). A file that failed to read keeps
-        its document. Returns the doc_ids removed."""
+        gives (its front matter names another doc_id now). A file that failed to read is
+        ``withdraw_failed``'s (run first). Returns the doc_ids removed."""
         doomed: dict[str, set[str]] = {}  # doc_id -> version keys
         for coll, found in self.found.items():
             for origin, docs in self._stored(coll).items():
