@@ -124,7 +124,11 @@ class Ingester:
                     f"--prune needs folders (what is not found in them is removed); not a folder: {not_dirs[0]}"
                 )
         sync = FileSync(
-            self.store, self.recipe_key, options, read_report if read_report is not None else ReadReport()
+            self.store,
+            self.recipe_key,
+            options,
+            read_report if read_report is not None else ReadReport(),
+            replace=self.replace,
         )
         # Files are read and chunked by worker processes when there are many (osrag.ingest.readpool);
         # the pool is closed however the ingest ends.

@@ -40,7 +40,12 @@ def cli(settings: Settings, cwd: Path, *args: str) -> subprocess.CompletedProces
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSRAG_")}
     env.update(OSRAG_URL=settings.url, OSRAG_ALIAS=settings.alias, OSRAG_CACHE_DIR=str(settings.cache_dir))
     return subprocess.run(
-        [sys.executable, "-m", "osrag.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "osrag.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -121,7 +126,9 @@ def _symlink_out(p: Path) -> None:
 def _bomb(p: Path) -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
-    p.write_text("---\nacl: [staff]\n" + "\n".join(lines) + f"\n---\n# Страница\n\n{WORD}\n", encoding="utf-8")
+    p.write_text(
+        "---\nacl: [staff]\n" + "\n".join(lines) + f"\n---\n# Страница\n\n{WORD}\n", encoding="utf-8"
+    )
 
 
 BAD_NEW_VERSIONS: dict[str, Any] = {
@@ -185,3 +192,80 @@ def test_withdrawn_file_comes_back_when_fixed_and_cli_says_withdrawn(
     assert report.indexed == 1 and report.withdrawn == []
     assert docs_for(settings, PUBLIC) == set()
     assert docs_for(settings, Principal(groups=["staff"])) == {"kb/p"}
+
+
+# ------------------------------------------------------------------ item 2: roots sharing a folder name
+def two_roots(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "teamA" / "docs", tmp_path / "teamB" / "docs"
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    (a / "faq.md").write_text(page(f"Секрет команды А {WORD}.", acl="teamA"), encoding="utf-8")
+    (a / "only-a.md").write_text(page(f"Только у А {WORD}.", acl="teamA"), encoding="utf-8")
+    (b / "faq.md").write_text(page(f"Публичный ответ команды Б {WORD}."), encoding="utf-8")
+    return a, b
+
+
+def faq_text(settings: Settings) -> str:
+    hits = SearchClient(settings).retrieve(WORD, mode="bm25", depth=50, principal=ALL).hits
+    return " ".join(h.source.text for h in hits if h.source.doc_id == "docs/faq")
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["two-runs", "one-run"])
+def test_a_second_root_with_the_same_folder_name_is_refused(
+    admin: Admin, settings: Settings, tmp_path: Path, together: bool
+) -> None:
+    a, b = two_roots(tmp_path)
+    if together:
+        report = Ingester(settings).ingest([a, b])
+        assert report.indexed == 2, report.summary()
+    else:
+        assert Ingester(settings).ingest([a]).indexed == 2
+        report = Ingester(settings).ingest([b])
+    assert [(Path(p).parent.parent.name, "another folder" in r) for p, r in report.failed] == [
+        ("teamB", True)
+    ]
+    assert "--collection NAME" in report.failed[0][1] and "--replace" in report.failed[0][1]
+    assert "Секрет команды А" in faq_text(settings)  # teamA's text is still there ...
+    assert docs_for(settings, PUBLIC) == set()  # ... and still restricted
+    assert docs_for(settings, Principal(groups=["teamA"])) == {"docs/faq", "docs/only-a"}
+
+
+def test_collection_keeps_a_second_root_apart_and_prune_touches_only_its_own(
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
+    a, b = two_roots(tmp_path)
+    Ingester(settings).ingest([a])
+    report = Ingester(settings).ingest([b], options=ReadOptions(collection="docs-b"), prune=True)
+    assert report.failed == [] and report.indexed == 1 and report.pruned == []
+    assert docs_for(settings, PUBLIC) == {"docs-b/faq"}
+    # --prune of teamA's root with one file gone removes only teamA's document.
+    (a / "only-a.md").unlink()
+    report = Ingester(settings).ingest([a], prune=True)
+    assert report.pruned == ["docs/only-a"]
+    assert docs_for(settings, ALL) == {"docs/faq", "docs-b/faq"}
+
+
+def test_prune_of_one_root_leaves_the_other_roots_documents(
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
+    a, b = two_roots(tmp_path)
+    Ingester(settings).ingest([a])
+    (b / "faq.md").unlink()
+    (b / "b-only.md").write_text(page(f"Только у Б {WORD}."), encoding="utf-8")
+    report = Ingester(settings).ingest([b], prune=True)
+    assert report.pruned == [] and len(report.failed) == 1  # refused: nothing of teamA removed
+    assert docs_for(settings, ALL) == {"docs/faq", "docs/only-a"}
+
+
+def test_replace_lets_a_second_root_take_the_collection_over(
+    admin: Admin, settings: Settings, tmp_path: Path
+) -> None:
+    a, b = two_roots(tmp_path)
+    Ingester(settings).ingest([a])
+    report = Ingester(settings, replace=True).ingest([b], prune=True)
+    assert report.failed == [] and report.indexed == 1 and report.pruned == ["docs/only-a"]
+    assert "Публичный ответ команды Б" in faq_text(settings)
+    assert docs_for(settings, PUBLIC) == {"docs/faq"}
+    # Taken over: the next plain ingest of teamB is at home, and teamA's is now the one refused.
+    assert Ingester(settings).ingest([b]).skipped == 1
+    assert len(Ingester(settings).ingest([a]).failed) == 2
