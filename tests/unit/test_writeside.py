@@ -9,7 +9,6 @@ line, and a 5xx body names no host, user or path.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import logging
 import os
@@ -18,11 +17,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from unittest.mock import Mock
 
 import pytest
 
-from osrag.access import PUBLIC
 from osrag.admin.reindex import RollbackDiff, rollback_diff
 from osrag.errors import (
     ClusterError,
@@ -309,7 +306,7 @@ def test_a_failed_search_prints_no_record_at_default_verbosity(exc: Exception, v
     if verbosity == 0:
         assert printed == ""
     else:
-        assert f"failed after" in printed and type(exc).__name__ in printed
+        assert "failed after" in printed and type(exc).__name__ in printed
 
 
 def test_other_warnings_still_print_at_default_verbosity() -> None:
