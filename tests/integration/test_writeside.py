@@ -269,3 +269,24 @@ def test_replace_lets_a_second_root_take_the_collection_over(
     # Taken over: the next plain ingest of teamB is at home, and teamA's is now the one refused.
     assert Ingester(settings).ingest([b]).skipped == 1
     assert len(Ingester(settings).ingest([a]).failed) == 2
+
+
+# ------------------------------------------------------------------ item 5: one line on a live node
+MISSING_ALIAS = [
+    ("search", "--public-only", "вопрос"),
+    ("search", "--group", "staff", "--json", "вопрос"),
+    ("section", "--public-only", "kb/x#s"),
+    ("rollback",),
+    ("reindex", "--dry-run"),
+    ("delete", "--doc", "kb/x"),
+    ("analyze", "текст"),
+]
+
+
+@pytest.mark.parametrize("args", MISSING_ALIAS, ids=lambda a: "-".join(a[:2]))
+def test_cli_error_for_a_missing_alias_is_exactly_one_line(
+    settings: Settings, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    proc = cli(settings, tmp_path, *args)  # this test's alias was never installed
+    lines = proc.stderr.splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("osrag: error:"), proc.stderr

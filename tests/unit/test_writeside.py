@@ -332,6 +332,9 @@ CLI_ON_A_DEAD_NODE = [
     ("reindex", "--dry-run"),
     ("cleanup", "--keep", "1"),
     ("delete", "--doc", "kb/x"),
+    ("install", "--check"),
+    ("analyze", "текст"),
+    ("ingest", "."),
 ]
 
 
