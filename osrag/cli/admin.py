@@ -166,7 +166,7 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
     "then served as in the previous index).",
 )
 def rollback(force: bool) -> None:
-    """Point the alias back to the previous index (refused when readers would see other documents)."""
+    """Point the alias back to the previous index; not when readers would then see other documents."""
     from osrag.admin.reindex import Reindexer
 
     s = load_settings()
