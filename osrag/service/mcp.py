@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from osrag import __version__
 from osrag.access import Principal, require_principal
 from osrag.envelope import Envelope, Passage, cite, render_text
-from osrag.errors import OsragError
+from osrag.errors import ClusterError, ClusterUnavailable, ModelError, OsragError
 from osrag.search.client import SearchClient
 from osrag.search.query import MAX_QUESTION_CHARS
 
@@ -97,6 +97,12 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     else is the SDK's crash: logged with its traceback, only "Error executing tool ..." for the model."""
     try:
         return fn(*args, **kwargs)
+    except (ClusterUnavailable, ClusterError, ModelError) as exc:
+        # The model (and whoever reads its output) is told no cluster address, user or local path.
+        log.warning("tool call failed: %s %s", type(exc).__name__, " ".join(str(exc).split()))
+        raise ToolError(
+            f"the search backend failed ({type(exc).__name__}; details in the server log)"
+        ) from exc
     except OsragError as exc:
         raise ToolError(" ".join(str(exc).split())) from exc
 

@@ -302,3 +302,18 @@ def test_mcp_osrag_error_is_one_line(mcp_server: Any) -> None:
     finally:
         client.search.side_effect = None
     assert "\n" not in str(got.value) and "wants text" in str(got.value)
+
+
+@pytest.mark.parametrize("exc", [e for e, _ in SERVER_FAILURES], ids=lambda e: type(e).__name__)
+def test_mcp_server_side_failure_names_no_host_user_or_path(mcp_server: Any, exc: Exception) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server, client = mcp_server
+    client.search.side_effect = exc
+    try:
+        with pytest.raises(ToolError) as got:
+            asyncio.run(server.call_tool("search", {"question": "q"}))
+    finally:
+        client.search.side_effect = None
+    msg = str(got.value)
+    assert "\n" not in msg and not any(word in msg for word in INTERNAL), msg
