@@ -78,9 +78,8 @@ class FileSync:
         self.stored: dict[str, dict[str, list[StoredFile]]] = {}  # collection -> origin -> docs
         self.found: dict[str, set[str]] = {}  # collection -> origins found in this run
         self.read_as: dict[str, str] = {}  # origin -> the doc_id it gave in this run
-        self.origins: dict[
-            str, tuple[str, str, str]
-        ] = {}  # shown -> (collection, origin, root_id), every input
+        #: shown path -> (collection, origin, root_id) of every input, one left out or failing too
+        self.origins: dict[str, tuple[str, str, str]] = {}
         self.walked: dict[str, set[str]] = {}  # collection -> root_ids of the roots walked
         self._root_ids: dict[Path, str] = {}
         self._conflicts: dict[tuple[str, str], str | None] = {}  # (collection, root_id) -> why refused
@@ -234,9 +233,9 @@ class FileSync:
 
     def prune(self, index: str) -> list[str]:
         """Remove (atomically per document, ``VersionStore.remove``) the documents of the roots
-        walked in this run (any root's with ``--replace``) whose file was not found, or that the file no longer
-        gives (its front matter names another doc_id now). A file that failed to read is
-        ``withdraw_failed``'s (run first). Returns the doc_ids removed."""
+        walked in this run (any root's with ``--replace``) whose file was not found, or that the
+        file no longer gives (its front matter names another doc_id now). A file that failed to
+        read is ``withdraw_failed``'s (run first). Returns the doc_ids removed."""
         doomed: dict[str, set[str]] = {}  # doc_id -> version keys
         for coll, found in self.found.items():
             walked = self.walked.get(coll, set())
