@@ -20,7 +20,7 @@ from a file carries three keywords:
 Before anything is parsed, one paged aggregation per collection reads ``origin`` ->
 (``file_hash``, ``doc_id``, ``version_key``) over the chunks readers see; a file whose hash is
 the stored one is skipped from its bytes alone. ``--prune`` then removes the documents of the
-collection whose ``origin`` was not found in this run.
+roots walked (``root_id``) whose ``origin`` was not found in this run.
 
 Pure apart from reading files (``stamp_file``) and the one aggregation (``stored_files``).
 """
