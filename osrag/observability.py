@@ -337,9 +337,18 @@ def configure_cli_logging(verbosity: int, fmt: str = "text", stream: Any = None)
     for old in [h for h in root.handlers if getattr(h, "_osrag_cli", False)]:
         root.removeHandler(old)
     handler._osrag_cli = True  # type: ignore[attr-defined]
+    if verbosity <= 0:
+        # The CLI prints the failure itself as its one error line; the record would be a second.
+        handler.addFilter(_not_a_failure_record)
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+def _not_a_failure_record(record: logging.LogRecord) -> bool:
+    """False for the record of a search that failed (``observe_search``): its caller raises the error."""
+    fields = getattr(record, "osrag", None)
+    return not (isinstance(fields, dict) and "error" in fields and record.name == search_log.name)
 
 
 def records_text(records: Iterable[logging.LogRecord]) -> str:

@@ -45,6 +45,48 @@ class ReindexPlan:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RollbackDiff:
+    """What readers would see change if the alias went back: doc_ids by kind."""
+
+    #: in the live index only: added since the switch, gone after a rollback
+    dropped: tuple[str, ...] = ()
+    #: in the previous index only: deleted since the switch, served again after a rollback
+    republished: tuple[str, ...] = ()
+    #: in both with other versions: changed since (an ACL among them), served as before
+    reverted: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return len(self.dropped) + len(self.republished) + len(self.reverted)
+
+    def describe(self) -> str:
+        def some(ids: tuple[str, ...]) -> str:
+            return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+
+        parts = [
+            f"{len(self.republished)} deleted since would be served again ({some(self.republished)})"
+            if self.republished
+            else "",
+            f"{len(self.reverted)} changed since would go back to their older version and its access "
+            f"({some(self.reverted)})"
+            if self.reverted
+            else "",
+            f"{len(self.dropped)} added since would be gone ({some(self.dropped)})" if self.dropped else "",
+        ]
+        return "; ".join(p for p in parts if p) or "none"
+
+
+def rollback_diff(live: dict[str, frozenset[str]], previous: dict[str, frozenset[str]]) -> RollbackDiff:
+    """How readers' documents change when the alias moves from ``live`` to ``previous``
+    (doc_id -> visible version keys of each); pure."""
+    return RollbackDiff(
+        dropped=tuple(sorted(set(live) - set(previous))),
+        republished=tuple(sorted(set(previous) - set(live))),
+        reverted=tuple(sorted(d for d in set(live) & set(previous) if live[d] != previous[d])),
+    )
+
+
 class Reindexer:
     """Zero-downtime moves of the corpus into a new concrete index.
 
@@ -61,6 +103,8 @@ class Reindexer:
         self.admin = admin or Admin(settings)
         self.cluster = self.admin.cluster
         self.copier = IndexCopier(self.cluster, settings.alias)
+        #: What the last ``rollback`` changed for readers (with ``force``, what it gave up).
+        self.last_rollback = RollbackDiff()
 
     def counts(self, index: str) -> tuple[int, int]:
         """(documents, chunks) readers can see in ``index``."""
@@ -254,7 +298,13 @@ class Reindexer:
                 )
 
     # ---- rollback and cleanup ---------------------------------------------------------
-    def rollback(self) -> tuple[str, str]:
+    def rollback(self, force: bool = False) -> tuple[str, str]:
+        """Point the alias back to the previous index.
+
+        Refused when readers would then see other documents than now -- one deleted or changed
+        (newly restricted, say) since the switch served as it was, one added since gone -- unless
+        ``force``: the previous index is the corpus as it was, and going back to it must be a
+        decision, not a side effect. The refusal counts each kind (``RollbackDiff``)."""
         current = self.admin.require_index()
         meta = self.admin.meta(current)
         lock = locking.read_lock(self.cluster, self.s.alias)
@@ -266,9 +316,49 @@ class Reindexer:
             raise IndexStateError(f"{current} records no previous index to roll back to")
         if not self.cluster.call("check index", self.cluster.client.indices.exists, index=previous):
             raise IndexStateError(f"previous index {previous} no longer exists (cleaned up?)")
+        diff = rollback_diff(self.visible_documents(current), self.visible_documents(previous))
+        if diff.total and not force:
+            raise IndexStateError(
+                f"rollback refused: {diff.total} document(s) differ between {current} (live) and "
+                f"{previous}: {diff.describe()}; `osrag rollback --force` does that, or re-run "
+                "`osrag reindex` to move to a new index instead"
+            )
         self.admin.point_alias(previous)
         self.admin.update_meta(previous, previous_index=current)
+        self.last_rollback = diff
         return current, previous
+
+    def visible_documents(self, index: str) -> dict[str, frozenset[str]]:
+        """doc_id -> the version keys readers would see of it in ``index`` (the hidden list applied)."""
+        found: dict[str, set[str]] = {}
+        after: dict[str, Any] | None = None
+        while True:
+            comp: dict[str, Any] = {
+                "size": 2000,
+                "sources": [
+                    {"d": {"terms": {"field": "doc_id"}}},
+                    {"v": {"terms": {"field": "version_key"}}},
+                ],
+            }
+            if after:
+                comp["after"] = after
+            resp = self.cluster.call(
+                "compare documents",
+                self.cluster.client.search,
+                index=index,
+                body={
+                    "size": 0,
+                    "query": {"bool": {"filter": self.copier.visible()}},
+                    "aggs": {"docs": {"composite": comp}},
+                },
+                params={"request_cache": "false"},
+            )
+            agg = resp["aggregations"]["docs"]
+            for b in agg["buckets"]:
+                found.setdefault(b["key"]["d"], set()).add(b["key"]["v"])
+            after = agg.get("after_key")
+            if not agg["buckets"] or not after:
+                return {d: frozenset(v) for d, v in found.items()}
 
     def indices(self) -> list[dict[str, Any]]:
         """Concrete indices of this alias, oldest first.

@@ -160,13 +160,24 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
 
 
 @click.command()
-def rollback() -> None:
-    """Point the alias back to the previous index."""
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Roll back even when documents were added, changed or deleted since the switch (they are "
+    "then served as in the previous index).",
+)
+def rollback(force: bool) -> None:
+    """Point the alias back to the previous index; not when readers would then see other documents."""
     from osrag.admin.reindex import Reindexer
 
     s = load_settings()
-    current, previous = Reindexer(s).rollback()
+    r = Reindexer(s)
+    current, previous = r.rollback(force=force)
     click.echo(f"alias {s.alias}: {current} -> {previous}")
+    if r.last_rollback.total:
+        click.echo(
+            f"forced: {r.last_rollback.total} document(s) now as in {previous}: {r.last_rollback.describe()}"
+        )
 
 
 @click.command()

@@ -123,6 +123,7 @@ def ingest(
             f"chunks {report.chunks} · tokens {report.tokens} · "
             f"{report.seconds:.1f}s · {report.chunks_per_s:.1f} chunks/s · index {report.index}"
             + (f" · pruned {len(report.pruned)}" if prune else "")
+            + (f" · withdrawn {len(report.withdrawn)} (see failed/skipped)" if report.withdrawn else "")
         )
     if report.failed or (strict and report.skips):
         if strict and report.skips and not as_json:

@@ -63,7 +63,7 @@ def serve(
         import uvicorn
 
         from osrag.service.auth import auth_from_settings
-        from osrag.service.http import create_app
+        from osrag.service.http import create_app, json_http_protocol
     except ImportError as exc:
         raise ConfigError(
             f"osrag serve needs the server extra: pip install 'osrag[server]' ({exc.name} missing)"
@@ -97,4 +97,5 @@ def serve(
         timeout_keep_alive=75,
         # X-Forwarded-* only from the loopback proxy (uvicorn's default list), never from anyone.
         forwarded_allow_ips="127.0.0.1",
+        http=json_http_protocol(),
     )

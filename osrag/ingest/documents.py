@@ -152,14 +152,18 @@ def plan_tree(
     options: ReadOptions,
     report: ReadReport,
     before_read: Callable[[Path, Path, Rules | None], DocumentError | None] | None = None,
+    on_found: Callable[[str, Path, Path], None] | None = None,
 ) -> Iterator[tuple[str, ReadTask | DocumentError]]:
     """(shown path, the file to read or the error that stands for it) for every input under
-    ``paths``, as ``walk`` orders them; nothing is read here (``read_tree`` reads in turn)."""
+    ``paths``, as ``walk`` orders them; nothing is read here (``read_tree`` reads in turn).
+    ``on_found(shown, path, root)``: told of every input, a left-out or failing one too."""
     roots = _RootRules(options, report)
     for found in walk(
         paths, follow_symlinks=options.follow_symlinks, rules_for=roots.rules_for, on_excluded=roots.excluded
     ):
         shown = display_path(found.path)
+        if on_found is not None:
+            on_found(shown, found.path, found.root)
         if found.skip is not None:
             yield shown, DocumentSkipped(shown, found.skip)
             continue

@@ -27,6 +27,7 @@ from osrag.ingest.sync import (
     Unchanged,
     bytes_digest,
     origin_of,
+    root_key,
     stamp_file,
     stored_files,
     unchanged,
@@ -63,8 +64,11 @@ class FileSync:
         recipe_key: Callable[[str, str, str], str],
         options: ReadOptions,
         read_report: ReadReport,
+        replace: bool = False,
     ) -> None:
         self.store = store
+        #: ``--replace``: a root may replace (and, with ``--prune``, remove) another root's documents
+        self.replace = replace
         #: (model name, collection, how files are read) -> the recipe of ``osrag.ingest.sync``
         self.recipe_key = recipe_key
         self.options = options
@@ -74,6 +78,15 @@ class FileSync:
         self.stored: dict[str, dict[str, list[StoredFile]]] = {}  # collection -> origin -> docs
         self.found: dict[str, set[str]] = {}  # collection -> origins found in this run
         self.read_as: dict[str, str] = {}  # origin -> the doc_id it gave in this run
+        #: shown path -> (collection, origin, root_id) of every input, one left out or failing too
+        self.origins: dict[str, tuple[str, str, str]] = {}
+        self.walked: dict[str, set[str]] = {}  # collection -> root_ids of the roots walked
+        self._root_ids: dict[Path, str] = {}
+        self._conflicts: dict[tuple[str, str], str | None] = {}  # (collection, root_id) -> why refused
+        self.conflicted: set[str] = set()  # shown paths refused as another root's
+        #: origin -> (collection, root_id): files whose new version failed or gave no text; their
+        #: stored documents are withdrawn at the end (``withdraw_failed``)
+        self.failing: dict[str, tuple[str, str]] = {}
         self._stamps: dict[str, tuple[FileStamp, Callable[[str], str]]] = {}  # shown path -> stamp
         self._recipes: dict[tuple[str, int], str] = {}  # (collection, rules) -> recipe
         self._digests: dict[Path, Callable[[str], str]] = {}  # per root: include files' bytes hashes
@@ -94,7 +107,7 @@ class FileSync:
         """The files under ``paths`` as ``osrag.ingest.documents.read_tree`` reads them (by the
         ``pool``'s workers, chunked there too, when it has some), except that a file whose stamp is
         the stored one is not read at all (``before_read``)."""
-        planned = plan_tree(paths, self.options, self.read_report, self.before_read)
+        planned = plan_tree(paths, self.options, self.read_report, self.before_read, self._found)
         pool = pool if pool is not None else ReadPool(0)
         for shown, got, chunked in pool.map(planned, self.read_report, self.chunk_plan):
             if isinstance(got, Unchanged):
@@ -108,6 +121,90 @@ class FileSync:
                 self.read_as[stamp.origin] = got.doc_id
             yield Item(shown, got, stamp, chunked=chunked if isinstance(got, Document) else None)
 
+    def _found(self, shown: str, path: Path, root: Path) -> None:
+        """Every input of the walk, one left out or failing included: its origin is known, so its
+        stored document can be withdrawn, and ``--prune`` does not count it as gone."""
+        coll = self.options.collection or collection_of(root)
+        origin = origin_of(path, root, coll)
+        rid = self._root_id(root)
+        self.origins[shown] = (coll, origin, rid)
+        self.found.setdefault(coll, set()).add(origin)
+        self.walked.setdefault(coll, set()).add(rid)
+
+    def _root_id(self, root: Path) -> str:
+        if root not in self._root_ids:
+            self._root_ids[root] = root_key(root)
+        return self._root_ids[root]
+
+    def _own(self, coll: str, origin: str, rid: str) -> list[StoredFile]:
+        """The stored documents of ``origin`` that this root may replace or withdraw: its own, those
+        written before roots were stored, and with ``--replace`` any."""
+        docs = self._stored(coll).get(origin, [])
+        return [d for d in docs if self.replace or d.root_id is None or d.root_id == rid]
+
+    def conflict(self, coll: str, rid: str) -> str | None:
+        """Why files of root ``rid`` may not write into collection ``coll`` (None: they may): the
+        collection holds documents of another folder of the same name, or another root of this
+        ingest gives the same collection -- their files would replace each other's by path."""
+        key = (coll, rid)
+        if key not in self._conflicts:
+            why = None
+            if not self.replace:
+                others = {
+                    d.root_id
+                    for docs in self._stored(coll).values()
+                    for d in docs
+                    if d.root_id not in (None, rid)
+                }
+                in_run = self.walked.get(coll, set()) - {rid}
+                if others or in_run:
+                    where = "another folder in this ingest" if in_run and not others else "another folder"
+                    why = (
+                        f"collection {coll!r} holds documents from {where} named {coll!r}; "
+                        "--collection NAME keeps this folder apart, --replace lets it replace them "
+                        "(--replace --prune: take the collection over)"
+                    )
+            self._conflicts[key] = why
+        return self._conflicts[key]
+
+    def stored_ids_of(self, shown: str) -> list[str]:
+        """The doc_ids readers see now from the file shown as ``shown`` ([] for a new file)."""
+        where = self.origins.get(shown)
+        if where is None or shown in self.conflicted:
+            return []
+        coll, origin, rid = where
+        return sorted({d.doc_id for d in self._own(coll, origin, rid)})
+
+    def failed(self, shown: str) -> list[str]:
+        """The file's new version cannot be indexed (unreadable, unparsable, binary, emptied, no
+        text, a link out of the tree): its stored documents, returned, are withdrawn at the end --
+        they may be more public than the file's current bytes allow (fail closed)."""
+        ids = self.stored_ids_of(shown)
+        if ids:
+            coll, origin, rid = self.origins[shown]
+            self.failing[origin] = (coll, rid)
+        return ids
+
+    def withdraw_failed(self, index: str) -> list[str]:
+        """Remove (as ``osrag delete`` does, atomically per document) the stored documents of the
+        files ``failed`` named. Returns the doc_ids removed."""
+        keys: set[str] = set()
+        ids: set[str] = set()
+        for origin, (coll, rid) in self.failing.items():
+            for d in self._own(coll, origin, rid):
+                keys.add(d.version_key)
+                ids.add(d.doc_id)
+        if not keys:
+            return []
+        left = guarded_remove(self.store.cluster, self.store, index, sorted(keys), "osrag ingest (withdraw)")
+        if left:
+            log.warning("withdraw: %d version(s) kept hidden, their chunks could not be deleted", len(left))
+        # Withdrawn here: prune has nothing more to do for them.
+        for origin, (coll, rid) in self.failing.items():
+            stored = self._stored(coll)
+            stored[origin] = [d for d in stored.get(origin, []) if d not in self._own(coll, origin, rid)]
+        return sorted(ids)
+
     def before_read(self, path: Path, root: Path, rules: Rules | None) -> DocumentError | None:
         """Asked by ``read_tree`` before it reads a file: ``Unchanged`` when the file's stamp is
         its stored document's (the file is then not read), else None (its stamp is kept for
@@ -115,6 +212,11 @@ class FileSync:
         opts = self.options
         coll = opts.collection or collection_of(root)
         self.found.setdefault(coll, set()).add(origin_of(path, root, coll))
+        rid = self._root_id(root)
+        why = self.conflict(coll, rid)
+        if why is not None:
+            self.conflicted.add(display_path(path))
+            return DocumentError(display_path(path), why)
         key = (coll, id(rules))
         if key not in self._recipes:
             self._recipes[key] = self.recipe_key(self.model_name, coll, repr((rules, opts.base_url)))
@@ -123,22 +225,25 @@ class FileSync:
             return None
         if root not in self._digests:
             self._digests[root] = bytes_digest(root.resolve(), opts.max_bytes)
-        known = self._stored(coll).get(stamp.origin, [])
+        known = self._own(coll, stamp.origin, rid)
         if unchanged(stamp, known, self._digests[root]):
             return Unchanged(display_path(path), stamp, known[0].doc_id)
         self._stamps[display_path(path)] = (stamp, self._digests[root])
         return None
 
     def prune(self, index: str) -> list[str]:
-        """Remove (atomically per document, ``VersionStore.remove``) the documents of the
-        collections found in this run whose file was not found, or that the file no longer
-        gives (its front matter names another doc_id now). A file that failed to read keeps
-        its document. Returns the doc_ids removed."""
+        """Remove (atomically per document, ``VersionStore.remove``) the documents of the roots
+        walked in this run (any root's with ``--replace``) whose file was not found, or that the
+        file no longer gives (its front matter names another doc_id now). A file that failed to
+        read is ``withdraw_failed``'s (run first). Returns the doc_ids removed."""
         doomed: dict[str, set[str]] = {}  # doc_id -> version keys
         for coll, found in self.found.items():
+            walked = self.walked.get(coll, set())
             for origin, docs in self._stored(coll).items():
                 now = self.read_as.get(origin)
                 for d in docs:
+                    if not (self.replace or d.root_id is None or d.root_id in walked):
+                        continue  # another folder's document: not this ingest's to prune
                     if origin not in found or (now is not None and d.doc_id != now):
                         doomed.setdefault(d.doc_id, set()).add(d.version_key)
         if not doomed:

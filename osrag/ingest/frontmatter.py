@@ -40,12 +40,84 @@ _BOOLEAN_WORDS = {"true": True, "false": False}
 MAX_KEYWORD_CHARS = 1000
 #: A stored ``meta`` value longer than this is left out (and counted): meta is for filtering.
 MAX_META_CHARS = 1000
+#: Front matter is a few lines of metadata; a longer block is refused before YAML reads it.
+MAX_FRONT_MATTER_CHARS = 64_000
+#: Nodes of the block once every alias is expanded: nine levels of ``&a [*a, *a, ...]`` are
+#: billions of nodes from a few hundred bytes, and kept unknown keys copy every one of them.
+MAX_FRONT_MATTER_NODES = 10_000
+#: Nesting of lists and mappings: real front matter nests two or three levels.
+MAX_FRONT_MATTER_DEPTH = 20
 #: A line that sets an access key, as YAML would read it (any case, optional quotes).
 _ACCESS_LINE = re.compile(r"^\s*[\"']?(acl|tenant)[\"']?\s*:", re.IGNORECASE | re.MULTILINE)
 
 
 class FrontMatterError(ValueError):
     """The front matter cannot be read as osrag's fields; the message names the field."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that stops at ``MAX_FRONT_MATTER_NODES`` nodes counted with every alias
+    expanded, at ``MAX_FRONT_MATTER_DEPTH`` levels of nesting, and at an alias that refers to the
+    node it is inside of (a recursive structure): a ``FrontMatterError``, while composing, before
+    anything is built. The count is what a consumer walking the data would visit, so nothing
+    downstream (the kept ``meta`` copies included) can grow past it."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._expanded = 0
+        self._depth = 0
+        self._open: set[str] = set()  # anchors whose node is being composed
+        self._weight: dict[str, int] = {}  # anchor -> expanded nodes under it
+
+    def _grow(self, nodes: int) -> None:
+        self._expanded += nodes
+        if self._expanded > MAX_FRONT_MATTER_NODES:
+            raise FrontMatterError(
+                f"front matter expands to more than {MAX_FRONT_MATTER_NODES:,} values "
+                "(aliases '*name' repeat what they refer to); write it out plainly"
+            )
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            anchor = self.peek_event().anchor
+            if anchor in self._open:
+                raise FrontMatterError(f"front matter alias *{anchor} refers to a value that contains it")
+            node = super().compose_node(parent, index)  # an undefined alias fails here, as YAML does
+            self._grow(self._weight.get(anchor, 1))
+            return node
+        self._depth += 1
+        if self._depth > MAX_FRONT_MATTER_DEPTH:
+            raise FrontMatterError(f"front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels")
+        anchor = self.peek_event().anchor
+        before = self._expanded
+        self._grow(1)
+        if anchor is not None:
+            self._open.add(anchor)
+        node = super().compose_node(parent, index)
+        if anchor is not None:
+            self._open.discard(anchor)
+            self._weight[anchor] = self._expanded - before
+        self._depth -= 1
+        return node
+
+
+def compose_bounded(text: str) -> Any:
+    """The YAML node graph of ``text`` (None when empty) within the front-matter bounds, or a
+    ``FrontMatterError``; a ``yaml.YAMLError`` for text that is not YAML."""
+    if len(text) > MAX_FRONT_MATTER_CHARS:
+        raise FrontMatterError(
+            f"front matter is {len(text):,} characters long (limit {MAX_FRONT_MATTER_CHARS:,})"
+        )
+    return yaml.compose(text, Loader=BoundedLoader)
+
+
+def load_bounded(text: str) -> Any:
+    """``yaml.safe_load`` of ``text`` within the front-matter bounds (``compose_bounded``)."""
+    if len(text) > MAX_FRONT_MATTER_CHARS:
+        raise FrontMatterError(
+            f"front matter is {len(text):,} characters long (limit {MAX_FRONT_MATTER_CHARS:,})"
+        )
+    return yaml.load(text, Loader=BoundedLoader)
 
 
 @dataclass(frozen=True)
@@ -96,7 +168,7 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
 
 def _is_mapping(block: str) -> bool:
     try:
-        node = yaml.compose(block, Loader=yaml.SafeLoader)
+        node = compose_bounded(block)
     except yaml.YAMLError:
         return False
     return isinstance(node, yaml.MappingNode)
@@ -126,7 +198,7 @@ def read_fields(raw: str) -> dict[str, Any]:
 def read_block(raw: str) -> FrontMatter:
     """The YAML block as a ``FrontMatter``, or a ``FrontMatterError`` naming the first bad key."""
     try:
-        node = yaml.compose(raw, Loader=yaml.SafeLoader)
+        node = compose_bounded(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -138,7 +210,7 @@ def read_block(raw: str) -> FrontMatter:
         raise FrontMatterError("front matter must be 'key: value' lines")
     _no_duplicate_keys(node)
     try:
-        data = yaml.safe_load(raw)
+        data = load_bounded(raw)
     except (yaml.YAMLError, ValueError) as exc:  # e.g. a timestamp such as 2026-13-01
         bad = _unconstructable(node)
         raise FrontMatterError(
@@ -358,10 +430,16 @@ def _kind(value: Any) -> str:
 __all__ = [
     "ACCESS_KEYS",
     "KNOWN_KEYS",
+    "MAX_FRONT_MATTER_CHARS",
+    "MAX_FRONT_MATTER_DEPTH",
+    "MAX_FRONT_MATTER_NODES",
+    "BoundedLoader",
     "FrontMatter",
     "FrontMatterError",
     "acl_groups",
+    "compose_bounded",
     "likely_key",
+    "load_bounded",
     "normalise_newlines",
     "parse_front_matter",
     "read_front_matter",

@@ -23,6 +23,7 @@ still fails is reported per item, never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -77,6 +78,8 @@ class Ingester:
         #: Where batches are written (hidden writes, one flip): ``osrag.ingest.versions``.
         self.store = store or VersionStore(self.cluster, settings.alias)
         self._embedder = embedder
+        #: The file side of the ingest running now (None between ingests, and for in-memory documents).
+        self._sync: FileSync | None = None
         self.strategy = strategy
         self.config = ChunkingConfig(
             max_tokens=settings.chunk_max_tokens,
@@ -121,7 +124,11 @@ class Ingester:
                     f"--prune needs folders (what is not found in them is removed); not a folder: {not_dirs[0]}"
                 )
         sync = FileSync(
-            self.store, self.recipe_key, options, read_report if read_report is not None else ReadReport()
+            self.store,
+            self.recipe_key,
+            options,
+            read_report if read_report is not None else ReadReport(),
+            replace=self.replace,
         )
         # Files are read and chunked by worker processes when there are many (osrag.ingest.readpool);
         # the pool is closed however the ingest ends.
@@ -161,17 +168,21 @@ class Ingester:
                 if sync is not None:
                     sync.begin(index, model.name)
                     sync.chunk_plan = functools.partial(model.plan, self.recipe)
+                self._sync = sync
                 self._write_all(index, model, items, report, progress)
+                if sync is not None:
+                    report.withdrawn = sync.withdraw_failed(index)
                 if sync is not None and prune:
                     report.pruned = sync.prune(index)
             finally:
                 self.store.lock = None
+                self._sync = None
         # Which tokenizer made the stored token_count values: a search reuses them only when
         # its budget tokenizer is the same one (osrag.counting).
         # An ingest that changed nothing (every file unchanged) leaves _meta alone: the index's
         # last ingest stays its last change (readers' caches keyed on it stay valid), and an
         # unchanged re-ingest costs no cluster-state update.
-        if report.indexed or report.pruned or report.failed_items:
+        if report.indexed or report.pruned or report.withdrawn or report.failed_items:
             changes: dict[str, Any] = {"last_ingest_at": utcnow().isoformat()}
             if model.loaded is not None:
                 changes["token_counter"] = counting.model_counter(model.loaded).identity()
@@ -246,11 +257,11 @@ class Ingester:
             try:
                 doc = batches.parse(item)
             except DocumentError as exc:  # a DocumentSkipped too: left out by design
-                _count(report, progress, [_outcome_of(exc)])
+                _count(report, progress, [self._withdrawing(_outcome_of(exc))])
                 continue
             got = batches.prepared(item, doc, model, self.recipe)
             if isinstance(got, FileOutcome):
-                _count(report, progress, [got])
+                _count(report, progress, [self._withdrawing(got)])
                 continue
             if doc.doc_id in seen:
                 # Two files, one doc_id: the second would silently replace the first (and the
@@ -260,6 +271,18 @@ class Ingester:
                 continue
             seen.add(doc.doc_id)
             yield got
+
+    def _withdrawing(self, outcome: FileOutcome) -> FileOutcome:
+        """A file whose new version is left out or failed: its stored document, if any, is withdrawn
+        at the end of the ingest (``FileSync.failed``), and its outcome says so."""
+        sync = self._sync
+        if sync is None or outcome.status not in ("left_out", "failed"):
+            return outcome
+        ids = sync.failed(outcome.path)
+        if not ids:
+            return outcome
+        said = f"{outcome.reason}; its previous version ({', '.join(ids)}) is withdrawn from search"
+        return dataclasses.replace(outcome, reason=said)
 
     @observability.traced("osrag.ingest.embed")
     def _embed_batch(self, index: str, model: LazyModel, batch: Batch) -> Batch:

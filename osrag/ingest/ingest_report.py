@@ -48,6 +48,8 @@ class IngestReport:
     reused_vectors: int = 0
     #: Documents removed by ``--prune`` (their file is gone, or now gives another doc_id).
     pruned: list[str] = field(default_factory=list)
+    #: Documents withdrawn because their file's new version could not be indexed (fail closed).
+    withdrawn: list[str] = field(default_factory=list)
     #: Inputs left out by design, with the reason (``DocumentSkipped``: no text, not a regular file).
     skips: list[tuple[str, str]] = field(default_factory=list)
     #: What reading the files noticed (rules applied, exclusions, front-matter keys kept as meta).
@@ -89,6 +91,8 @@ class IngestReport:
             reused_vectors=self.reused_vectors,
             pruned=len(self.pruned),
             pruned_docs=list(self.pruned),
+            withdrawn=len(self.withdrawn),
+            withdrawn_docs=list(self.withdrawn),
             skips=[{"path": p, "reason": r} for p, r in self.skips],
             excluded=dict(self.reading.excluded),
             rules=dict(self.reading.rules),
@@ -120,6 +124,8 @@ class IngestSummary:
     reused_vectors: int = 0
     pruned: int = 0
     pruned_docs: list[str] = field(default_factory=list)
+    withdrawn: int = 0
+    withdrawn_docs: list[str] = field(default_factory=list)
     skips: list[dict[str, str]] = field(default_factory=list)
     #: exclusion glob -> files/folders it left out; rule -> files it set metadata on
     excluded: dict[str, int] = field(default_factory=dict)

@@ -12,12 +12,15 @@ from a file carries three keywords:
   shapes its chunks: chunking settings, strategy, model, osrag's version, reader options), and
   of the raw bytes of every file its include directives read;
 * ``includes`` -- those files (paths relative to the ingest root), so that an edited include
-  file makes every document that includes it "changed" without parsing anything.
+  file makes every document that includes it "changed" without parsing anything;
+* ``root_id`` -- a hash of the ingest root's resolved path (never the path itself): two folders
+  that share a name (``teamA/docs``, ``teamB/docs``) give one collection and the same origins, and
+  this is how an ingest tells them apart (``osrag.ingest.filesync`` refuses the second).
 
 Before anything is parsed, one paged aggregation per collection reads ``origin`` ->
 (``file_hash``, ``doc_id``, ``version_key``) over the chunks readers see; a file whose hash is
 the stored one is skipped from its bytes alone. ``--prune`` then removes the documents of the
-collection whose ``origin`` was not found in this run.
+roots walked (``root_id``) whose ``origin`` was not found in this run.
 
 Pure apart from reading files (``stamp_file``) and the one aggregation (``stored_files``).
 """
@@ -39,6 +42,7 @@ from osrag.errors import DocumentSkipped
 SYNC_PROPERTIES: dict[str, Any] = {
     "collection": {"type": "keyword"},
     "origin": {"type": "keyword"},
+    "root_id": {"type": "keyword"},
     "file_hash": {"type": "keyword"},
     "includes": {"type": "keyword"},
     "full_id": {"type": "keyword", "index": False, "doc_values": False},
@@ -55,6 +59,8 @@ class FileStamp:
     origin: str
     file_hash: str
     includes: tuple[str, ...] = ()
+    #: ``root_key`` of the root the file was found under ("" for none known)
+    root_id: str = ""
 
 
 class Unchanged(DocumentSkipped):
@@ -74,6 +80,18 @@ class StoredFile:
     file_hash: str
     version_key: str
     includes: tuple[str, ...] = ()
+    #: the root it was ingested from (None: written before osrag stored roots)
+    root_id: str | None = None
+
+
+def root_key(root: Path) -> str:
+    """Which folder an ingest root is, as stored: a hash of its resolved path (the path itself,
+    a local detail, never reaches the index). A tree moved elsewhere is another root."""
+    try:
+        where = str(root.resolve())
+    except (OSError, RuntimeError):
+        where = os.path.abspath(root)
+    return hashlib.sha256(os.fsencode(where)).hexdigest()[:16]
 
 
 def recipe(*parts: Any) -> str:
@@ -103,7 +121,9 @@ def stamp_file(path: Path, root: Path, collection: str, recipe_key: str, max_byt
             h.update(fh.read(max_bytes + 1))
     except (OSError, ValueError):
         return None
-    return FileStamp(collection, origin_of(path, root, collection), h.hexdigest()[:32])
+    return FileStamp(
+        collection, origin_of(path, root, collection), h.hexdigest()[:32], root_id=root_key(root)
+    )
 
 
 def with_includes(stamp: FileStamp, includes: Sequence[str], digest: Callable[[str], str]) -> FileStamp:
@@ -115,7 +135,7 @@ def with_includes(stamp: FileStamp, includes: Sequence[str], digest: Callable[[s
     h = hashlib.sha256(stamp.file_hash.encode("ascii"))
     for d in deps:
         h.update(f"\0{d}\0{digest(d)}".encode())
-    return FileStamp(stamp.collection, stamp.origin, h.hexdigest()[:32], tuple(deps))
+    return FileStamp(stamp.collection, stamp.origin, h.hexdigest()[:32], tuple(deps), stamp.root_id)
 
 
 def bytes_digest(root: Path, max_bytes: int) -> Callable[[str], str]:
@@ -168,6 +188,7 @@ def stored_files(
                 {"h": {"terms": {"field": "file_hash"}}},
                 {"d": {"terms": {"field": "doc_id"}}},
                 {"v": {"terms": {"field": "version_key"}}},
+                {"r": {"terms": {"field": "root_id", "missing_bucket": True}}},
                 {"i": {"terms": {"field": "includes", "missing_bucket": True}}},
             ],
         }
@@ -189,10 +210,11 @@ def stored_files(
             k = b["key"]
             docs = out.setdefault(k["o"], [])
             inc = (k["i"],) if k.get("i") is not None else ()
-            if docs and (docs[-1].doc_id, docs[-1].version_key) == (k["d"], k["v"]):
-                docs[-1] = StoredFile(k["d"], k["h"], k["v"], docs[-1].includes + inc)
+            root = k.get("r")
+            if docs and (docs[-1].doc_id, docs[-1].version_key, docs[-1].root_id) == (k["d"], k["v"], root):
+                docs[-1] = StoredFile(k["d"], k["h"], k["v"], docs[-1].includes + inc, root)
             else:
-                docs.append(StoredFile(k["d"], k["h"], k["v"], inc))
+                docs.append(StoredFile(k["d"], k["h"], k["v"], inc, root))
         after = agg.get("after_key")
         if not after or len(agg["buckets"]) < PAGE:
             return out
@@ -206,6 +228,7 @@ __all__ = [
     "bytes_digest",
     "origin_of",
     "recipe",
+    "root_key",
     "stamp_file",
     "stored_files",
     "unchanged",

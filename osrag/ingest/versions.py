@@ -292,6 +292,8 @@ def document_version(
     h.update(repr(sorted(doc.variables.items())).encode("utf-8"))  # they change the chunk text
     if stamp is not None:
         h.update(repr((stamp.collection, stamp.origin, stamp.file_hash)).encode("utf-8"))
+        if stamp.root_id:  # the same bytes from another root are another version (its owner changes)
+            h.update(f"root={stamp.root_id}".encode())
     if context_recipe:  # the contexts change what is embedded (none adds nothing)
         h.update(f"context={context_recipe}".encode())
     return h.hexdigest()[:16]
@@ -408,6 +410,8 @@ def chunk_source(
     }
     if stamp is not None:
         src.update(collection=stamp.collection, origin=stamp.origin, file_hash=stamp.file_hash)
+        if stamp.root_id:
+            src["root_id"] = stamp.root_id
         if stamp.includes:
             src["includes"] = list(stamp.includes)
     # The read side (osrag.ingest.documents): front-matter keys osrag does not read, and the passage's

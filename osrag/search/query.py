@@ -39,6 +39,9 @@ FILTER_KEYS = (
 META_PREFIX = "meta."
 META_KEY = re.compile(r"^[^\s.][^\s]{0,199}$")
 MODES = RETRIEVAL_MODES
+#: Filters in one request at most: each is a clause on every head, and the cluster refuses a query
+#: past ``indices.query.bool.max_clause_count`` with a server error instead of naming the input.
+MAX_FILTERS = 64
 #: Upper bound on the analysed tokens the lexical head may ask for. Each token becomes a clause
 #: on each of the five matched fields, and the cluster refuses a query with more than
 #: ``indices.query.bool.max_clause_count`` (1024) clauses -- a legal 4000-character question
@@ -56,6 +59,8 @@ def parse_filters(raw: Mapping[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if raw is not None and not isinstance(raw, Mapping):
         raise InputError(f"filters must be a mapping of key to value, got {type(raw).__name__}")
+    if raw is not None and len(raw) > MAX_FILTERS:
+        raise InputError(f"{len(raw)} filters given; at most {MAX_FILTERS} in one search")
     for key, value in (raw or {}).items():
         if key == "acl":
             raise InputError(

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 GATEWAY_SECRET_HEADER = "x-osrag-gateway-secret"
 #: A longer Authorization header is refused before any parsing.
 MAX_TOKEN_CHARS = 16_384
+#: JWT claims that are NumericDate (RFC 7519 2): a number of seconds, never text.
+_TIME_CLAIMS = ("exp", "nbf", "iat")
 #: HMAC keys shorter than the hash are refused at start (RFC 7518 3.2).
 _HMAC_MIN_BYTES: dict[JwtAlgorithm, int] = {"HS256": 32, "HS384": 48, "HS512": 64}
 
@@ -160,8 +162,18 @@ class JwtVerifier:
         except jwt.InvalidTokenError:  # DecodeError and the rest: say nothing of the content
             raise Unauthenticated("the token is malformed") from None
 
-    def principal(self, token: str) -> Principal:
+    def checked_claims(self, token: str) -> dict[str, Any]:
+        """``claims``, with the time claims numbers as RFC 7519 says: PyJWT reads ``"exp": "9999999999"``
+        as a number, and a string where a number belongs is a token nobody should have signed."""
         claims = self.claims(token)
+        for name in _TIME_CLAIMS:
+            value = claims.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise Unauthenticated(f"the token's {name!r} claim is not a number")
+        return claims
+
+    def principal(self, token: str) -> Principal:
+        claims = self.checked_claims(token)
         groups = _claim(claims, self.groups_claim)
         if isinstance(groups, str):  # one group as a bare name; "a b" or "a,b" fails as not a name
             groups = [groups]
@@ -244,9 +256,17 @@ class Auth:
     def bearer(self) -> bool:
         return self.jwt is not None
 
+    def identity_headers(self) -> tuple[str, ...]:
+        """The headers this server reads a caller's identity from (lower case)."""
+        names = ["authorization"] if self.jwt is not None else []
+        if self.gateway is not None:
+            names += [self.gateway.groups_header, self.gateway.tenant_header, GATEWAY_SECRET_HEADER]
+        return tuple(names)
+
     def principal(self, headers: Mapping[str, str]) -> Principal:
         if self.public_only:
             return PUBLIC
+        _no_repeated(headers, self.identity_headers())
         header = headers.get("authorization")
         if header is not None and self.jwt is not None:
             if len(header) > MAX_TOKEN_CHARS:
@@ -269,6 +289,18 @@ class Auth:
         if self.public_only:
             return "public only: every request sees public chunks only"
         return " or ".join(x.describe() for x in (self.jwt, self.gateway) if x is not None)
+
+
+def _no_repeated(headers: Mapping[str, str], names: tuple[str, ...]) -> None:
+    """An identity header given twice is refused: which copy is the gateway's is a guess (a gateway
+    that appends rather than replaces would let the client's own copy win)."""
+    getlist = getattr(headers, "getlist", None)
+    if getlist is None:  # a plain mapping holds one value per name
+        return
+    for name in names:
+        count = len(getlist(name))
+        if count > 1:
+            raise InputError(f"header {name} is given {count} times; an identity header must be given once")
 
 
 def auth_from_settings(s: Settings) -> Auth:

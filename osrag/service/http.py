@@ -21,6 +21,7 @@ The driver is ``SearchClient`` in Starlette's thread pool, one hop per request: 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations, which name
 # objects local to create_app.
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -30,7 +31,7 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,7 +52,7 @@ from osrag.service.auth import Auth, Forbidden, Unauthenticated
 from osrag.settings import Settings
 from osrag.vocabulary import DEFAULT_POLICY, Policy
 
-__all__ = ["SearchRequest", "SectionResponse", "create_app"]
+__all__ = ["SearchRequest", "SectionResponse", "create_app", "json_http_protocol"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,16 @@ class SearchRequest(BaseModel):
     selection: Policy | None = Field(
         default=None, description=f"Selection policy (default OSRAG_SELECTION, {DEFAULT_POLICY})."
     )
+
+    @field_validator("filters")
+    @classmethod
+    def _archived_is_a_boolean(cls, value: dict[str, FilterValue]) -> dict[str, FilterValue]:
+        # The library also reads the words "true"/"false" (what a CLI key=value carries); a JSON
+        # body has real booleans, so the text "true" here is a client's mistake, not a choice.
+        flag = value.get("include_archived")
+        if flag is not None and not isinstance(flag, bool):
+            raise ValueError(f"include_archived must be true or false (a JSON boolean), got {flag!r:.40}")
+        return value
 
 
 class SectionResponse(BaseModel):
@@ -125,6 +136,42 @@ def _one_line(text: str) -> str:
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": _one_line(message)}, status_code=status, headers=headers)
+
+
+def _caller_message(exc: OsragError) -> str:
+    """What a caller is told of a server-side failure: never the cluster's address, user, or a local
+    path (those are in the server log). Only the alias and index state are the caller's business."""
+    if isinstance(exc, ClusterUnavailable):
+        return "the search cluster is not reachable (details in the server log)"
+    if isinstance(exc, ModelError):
+        return "the embedding model is not available (details in the server log)"
+    if isinstance(exc, IndexStateError):
+        return str(exc)
+    return (
+        f"the search cluster refused or failed the request ({type(exc).__name__}; details in the server log)"
+    )
+
+
+#: How OpenSearch names a query over ``indices.query.bool.max_clause_count``: the caller's input.
+_TOO_MANY_CLAUSES = ("too_many_nested_clauses", "too_many_clauses", "maxClauseCount")
+
+
+def json_http_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol with its own refusal of a malformed request (a plain-text 400) as
+    the one-line JSON every other error is."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class JsonErrorsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        def send_400_response(self, msg: str) -> None:
+            body = json.dumps({"error": _one_line(msg)}).encode()
+            head = (
+                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+            )
+            self.transport.write(head + body)
+            self.transport.close()
+
+    return JsonErrorsProtocol
 
 
 #: Whom the readiness probe's one-hit query runs for: public chunks only, and a tenant of its own so
@@ -333,7 +380,8 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
         try:
             return await service.ready()
         except OsragError as exc:
-            return _error(503, f"not ready: {exc}")
+            log.warning("not ready: %s %s", type(exc).__name__, _one_line(str(exc)))
+            return _error(503, f"not ready: {_caller_message(exc)}")
 
     return app
 
@@ -389,11 +437,15 @@ def _install_error_handlers(app: FastAPI, auth: Auth) -> None:
         status, headers = _status_of(exc), None
         if isinstance(exc, Unauthenticated):
             headers = challenge
+        message = str(exc)
+        if isinstance(exc, ClusterError) and any(word in message for word in _TOO_MANY_CLAUSES):
+            return _error(400, "the query has more clauses than the cluster allows: use fewer filters")
         if status >= 500:
             log.warning(
-                "%s %s: %s %s", request.method, request.url.path, type(exc).__name__, _one_line(str(exc))
+                "%s %s: %s %s", request.method, request.url.path, type(exc).__name__, _one_line(message)
             )
-        return _error(status, str(exc), headers)
+            message = _caller_message(exc)
+        return _error(status, message, headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -18,18 +18,18 @@ import logging
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from osrag import __version__
 from osrag.access import Principal, require_principal
 from osrag.envelope import Envelope, Passage, cite, render_text
-from osrag.errors import OsragError
+from osrag.errors import ClusterError, ClusterUnavailable, ModelError, OsragError
 from osrag.search.client import SearchClient
 from osrag.search.query import MAX_QUESTION_CHARS
 
-__all__ = ["Filters", "Section", "build_server"]
+__all__ = ["Filters", "Section", "build_server", "one_line_refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ SECTION_DESCRIPTION = (
 class Filters(BaseModel):
     """Сужение поиска (доступ задан сервером) / narrowing the search (access is fixed by the server)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Strict: "true" is not a boolean and "800" not a number, whatever pydantic would coerce.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     category: str | list[str] | None = Field(None, description="Категория / document category")
     doc_id: str | list[str] | None = Field(None, description="Документ(ы) / document id(s)")
@@ -96,8 +97,14 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     else is the SDK's crash: logged with its traceback, only "Error executing tool ..." for the model."""
     try:
         return fn(*args, **kwargs)
+    except (ClusterUnavailable, ClusterError, ModelError) as exc:
+        # The model (and whoever reads its output) is told no cluster address, user or local path.
+        log.warning("tool call failed: %s %s", type(exc).__name__, " ".join(str(exc).split()))
+        raise ToolError(
+            f"the search backend failed ({type(exc).__name__}; details in the server log)"
+        ) from exc
     except OsragError as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(" ".join(str(exc).split())) from exc
 
 
 def _section_text(section_id: str, parts: list[Passage]) -> str:
@@ -107,10 +114,33 @@ def _section_text(section_id: str, parts: list[Passage]) -> str:
     return "\n\n".join([f"{head}  ({cite(parts[0])})", *(p.text.strip() for p in parts)])
 
 
+def one_line_refusal(tool: str, exc: ValidationError) -> str:
+    """A tool's refused arguments as one line naming each field at fault (pydantic's text is one
+    line per error plus a documentation link per error), never the refused values' full text."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return f"tool {tool}: " + "; ".join(" ".join(p.split()) for p in parts)
+
+
+class _OneLineErrors(MCPServer):
+    """``MCPServer`` whose refusal of a tool's arguments is one line (``one_line_refusal``)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise ToolError(one_line_refusal(name, cause)) from cause
+            raise
+
+
 def build_server(client: SearchClient, principal: Principal, *, max_budget_tokens: int = 8000) -> MCPServer:
     """The MCP server answering for ``principal`` (required: there is no default reader)."""
     who = require_principal(principal, require_tenant=client.s.require_tenant)
-    server: MCPServer = MCPServer(
+    server: MCPServer = _OneLineErrors(
         "osrag", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -121,7 +151,8 @@ def build_server(client: SearchClient, principal: Principal, *, max_budget_token
             str, Field(description="Вопрос / the question", min_length=1, max_length=MAX_QUESTION_CHARS)
         ],
         budget_tokens: Annotated[
-            int | None, Field(description="Бюджет токенов / token budget", ge=1, le=max_budget_tokens)
+            int | None,
+            Field(description="Бюджет токенов / token budget", ge=1, le=max_budget_tokens, strict=True),
         ] = None,
         filters: Filters | None = None,
     ) -> Annotated[CallToolResult, Envelope]:

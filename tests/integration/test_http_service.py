@@ -411,3 +411,57 @@ def test_no_credential_in_the_server_log(server: Server) -> None:
     assert "callers known by JWT HS256" in log
     for secret in (JWT_KEY, GATEWAY_SECRET, "guess-secret", *sent, *(t.split(".")[2] for t in sent)):
         assert secret not in log
+
+
+# ------------------------------------------------------------------ issue #36: fail closed on the wire
+MALFORMED: dict[str, bytes] = {
+    "garbage": b"GARBAGE\r\n\r\n",
+    "header-without-colon": b"GET /healthz HTTP/1.1\r\nHost: x\r\nBroken header\r\n\r\n",
+    "bad-version": b"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n",
+    "bad-content-length": b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    "two-content-lengths": b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+    "space-before-colon": b"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n",
+    "nul-in-header": b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
+    "bad-chunk": b"POST /v1/search HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_request_gets_one_line_json_not_plain_text(server: Server, name: str) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(MALFORMED[name])
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), raw[:200]
+    assert b"content-type: application/json" in head.lower(), head
+    parsed = json.loads(body)
+    assert list(parsed) == ["error"] and "\n" not in parsed["error"]
+
+
+def test_thousands_of_meta_filters_are_a_400_not_a_502(server: Server) -> None:
+    body = {"question": "скидка", "filters": {f"meta.k{i}": "v" for i in range(2000)}}
+    one_line_error(search(server, body, auth({"groups": ["staff"]})), 400, "2000 filters")
+
+
+@pytest.mark.parametrize("value", ["true", "false", "1"])
+def test_include_archived_as_text_is_refused(server: Server, value: str) -> None:
+    body = {"question": "скидка", "filters": {"include_archived": value}}
+    one_line_error(search(server, body, auth({"groups": ["staff"]})), 422, "include_archived")
+
+
+@pytest.mark.parametrize("header", ["x-osrag-groups", "x-osrag-tenant", "x-osrag-gateway-secret"])
+def test_a_repeated_gateway_header_is_a_400(server: Server, header: str) -> None:
+    headers = [("x-osrag-groups", "staff"), ("x-osrag-gateway-secret", GATEWAY_SECRET)]
+    headers += [(header, "acme")] * (1 if header != "x-osrag-tenant" else 2)
+    resp = httpx.post(f"{server.url}/v1/search", json={"question": "скидка"}, headers=headers, timeout=60)
+    one_line_error(resp, 400, header, "given 2 times")
+
+
+@pytest.mark.parametrize("exp", [str(int(time.time()) + 600), "9999999999"])
+def test_a_token_whose_exp_is_text_is_a_401(server: Server, exp: str) -> None:
+    tok = jwt.encode({"groups": ["staff"], "exp": exp}, JWT_KEY, algorithm="HS256")
+    resp = search(server, {"question": "скидка"}, {"Authorization": f"Bearer {tok}"})
+    one_line_error(resp, 401, "'exp'")

@@ -166,15 +166,18 @@ def test_prune_removes_documents_whose_file_is_gone_in_that_collection_only(
         Ingester(small).ingest([kb / "a.md"], prune=True)
 
 
-def test_a_file_that_fails_to_read_keeps_its_document_under_prune(
+def test_a_file_that_fails_to_read_has_its_document_withdrawn_not_pruned(
     admin: Admin, small: Settings, tmp_path: Path
 ) -> None:
     kb = tree(tmp_path / "kb", {"a.md": page("чай", 2), "b.md": page("лампы", 2)})
     Ingester(small).ingest([kb])
     (kb / "b.md").write_bytes("# Лампы\n\nтекст в cp1251".encode("cp1251"))
     report = Ingester(small).ingest([kb], prune=True)
-    assert len(report.failed) == 1 and report.pruned == []
-    assert set(docs(admin)) == {"kb/a", "kb/b"}  # the last good version stays searchable
+    # Its new bytes cannot be read, so nothing says the old version may still be served (issue #36:
+    # fail closed): withdrawn, and the report says so; not "pruned" (the file is there).
+    assert len(report.failed) == 1 and "kb/b) is withdrawn from search" in report.failed[0][1]
+    assert report.pruned == [] and report.withdrawn == ["kb/b"]
+    assert set(docs(admin)) == {"kb/a"}
 
 
 def test_long_cyrillic_path_and_collection_are_indexed_with_their_batch(
