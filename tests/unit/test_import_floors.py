@@ -14,7 +14,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "osrag"
 #: What the settings stand on: the closed word sets, their checks, the errors, the tokenizer path.
-SETTINGS_FLOOR = {"osrag.errors", "osrag.settings_checks", "osrag.tokenizer_files", "osrag.vocabulary"}
+SETTINGS_FLOOR = {
+    "osrag.errors",
+    "osrag.model_defaults",
+    "osrag.settings_checks",
+    "osrag.tokenizer_files",
+    "osrag.vocabulary",
+}
 
 
 def _modules() -> dict[str, Path]:
