@@ -48,7 +48,7 @@ def state_index(alias: str) -> str:
 
 
 def index_regex(alias: str) -> str:
-    """The names ``Admin.create_index`` gives the alias's indices (``{alias}-{fingerprint}-{timestamp}``),
+    """The names ``AliasStore.create_index`` gives the alias's indices (``{alias}-{fingerprint}-{timestamp}``),
     as an unanchored regex: ``{alias}-*`` would also match an alias that extends this one."""
     return rf"{re.escape(alias)}-[0-9a-f]{{10}}-[0-9]{{17}}"
 

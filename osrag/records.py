@@ -134,7 +134,7 @@ def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ChunkSource:
     """One stored chunk as the read path uses it (the strict mapping's fields; see
-    ``osrag.ingest.versions.chunk_source`` for the writer)."""
+    ``osrag.ingest.prepared.chunk_source`` for the writer)."""
 
     chunk_id: str
     doc_id: str = ""
@@ -197,6 +197,11 @@ class ChunkSource:
         )
 
 
+def embedding_text(context: str, text: str) -> str:
+    """What is embedded for a chunk: its context, a blank line, its text (the text alone without one)."""
+    return f"{context}\n\n{text}" if context else text
+
+
 #: The location fields a chunk's ``_source`` may carry (converted files, ``--base-url``).
 LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor", "url")
 #: What ``search()`` reads of a candidate's ``_source``: its passage (``envelope.passage_of``) and
@@ -219,4 +224,12 @@ PASSAGE_FIELDS = (
     *LOCATION_FIELDS,
 )
 
-__all__ = ["LOCATION_FIELDS", "META_SCHEMA", "PASSAGE_FIELDS", "ChunkSource", "IndexMeta", "TokenCounterId"]
+__all__ = [
+    "LOCATION_FIELDS",
+    "META_SCHEMA",
+    "PASSAGE_FIELDS",
+    "ChunkSource",
+    "IndexMeta",
+    "TokenCounterId",
+    "embedding_text",
+]

@@ -28,7 +28,7 @@ from osrag.errors import ClusterError, ClusterUnavailable, OsragError
 from osrag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from osrag.admin.installer import Admin
+    from osrag.store.alias import AliasStore
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -200,9 +200,9 @@ def _engines(cluster: Cluster, version: str) -> list[Check]:
 
 
 def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
-    from osrag.admin.installer import Admin
+    from osrag.store.alias import AliasStore
 
-    admin = Admin(settings, cluster=cluster)
+    admin = AliasStore(settings, cluster=cluster)
     out: list[Check] = []
     try:
         drifts = admin.check()
@@ -231,7 +231,7 @@ def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
     return out
 
 
-def _model(settings: Settings, admin: Admin, index: str) -> Check:
+def _model(settings: Settings, admin: AliasStore, index: str) -> Check:
     from osrag.embedding import embedder_for, require_same_model
 
     try:

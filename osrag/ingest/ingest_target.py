@@ -7,7 +7,7 @@ write, and guarded against a reindex for every batch.
 - ``refresh_off`` / ``restore_refresh``: periodic refreshes off during a many-batch ingest (each
   batch refreshes before its flip, so readers lose nothing); the original interval is recorded
   in ``_meta`` first, so a crash is repaired by the next ingest.
-- ``guarded``: one batch's write, only while no reindex holds the lock (``osrag.admin.locking``).
+- ``guarded``: one batch's write, only while no reindex holds the lock (``osrag.store.locking``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from osrag.admin.installer import Admin
-from osrag.admin.locking import (
+from osrag.errors import ConfigError, IndexStateError, WritesRefused
+from osrag.ingest.context import CONTEXT_PROPERTIES
+from osrag.ingest.documents import READ_PROPERTIES
+from osrag.ingest.sync import SYNC_PROPERTIES
+from osrag.records import IndexMeta
+from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import (
     describe,
     ensure_state_index,
     holder,
@@ -25,19 +31,13 @@ from osrag.admin.locking import (
     register_writer,
     unregister_writer,
 )
-from osrag.errors import ConfigError, IndexStateError, WritesRefused
-from osrag.ingest.context import CONTEXT_PROPERTIES
-from osrag.ingest.documents import READ_PROPERTIES
-from osrag.ingest.sync import SYNC_PROPERTIES
-from osrag.records import IndexMeta
-from osrag.settings import Settings
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-def prepare(admin: Admin, settings: Settings, with_context: bool) -> tuple[str, IndexMeta]:
+def prepare(admin: AliasStore, settings: Settings, with_context: bool) -> tuple[str, IndexMeta]:
     """The index behind the alias and its record, ready for this ingest's chunks."""
     cluster = admin.cluster
     index = admin.require_index()
@@ -77,7 +77,7 @@ def prepare(admin: Admin, settings: Settings, with_context: bool) -> tuple[str, 
     return index, meta
 
 
-def refresh_off(admin: Admin, index: str) -> None:
+def refresh_off(admin: AliasStore, index: str) -> None:
     """Stop periodic refreshes while a many-batch ingest writes, the original value recorded in
     ``_meta`` first (``restore_refresh`` puts it back, after this ingest or a crashed one)."""
     cluster = admin.cluster
@@ -99,7 +99,7 @@ def refresh_off(admin: Admin, index: str) -> None:
     )
 
 
-def restore_refresh(admin: Admin, index: str, meta: IndexMeta | None = None) -> None:
+def restore_refresh(admin: AliasStore, index: str, meta: IndexMeta | None = None) -> None:
     """Put back the refresh interval recorded by ``refresh_off`` (None: the default)."""
     saved = (admin.meta(index) if meta is None else meta).saved_refresh_interval
     if saved is None:
@@ -114,7 +114,12 @@ def restore_refresh(admin: Admin, index: str, meta: IndexMeta | None = None) -> 
 
 
 def guarded(
-    admin: Admin, alias: str, paths: Sequence[str], written_before: int, write: Callable[..., T], *args: Any
+    admin: AliasStore,
+    alias: str,
+    paths: Sequence[str],
+    written_before: int,
+    write: Callable[..., T],
+    *args: Any,
 ) -> T:
     """Write one batch only while no reindex holds the lock: the batch registers as a writer,
     then reads the lock; a reindex that took it meanwhile stops the ingest loudly

@@ -22,7 +22,7 @@ from typing import Any
 
 from osrag import counting
 from osrag.access import Principal
-from osrag.admin.installer import Admin
+from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.envelope import Envelope, Passage, RerankInfo
 from osrag.errors import InputError, ModelError
@@ -203,8 +203,7 @@ class SearchClient(QuerySteps):
         principal: Principal | None = None,
     ) -> None:
         super().__init__(settings, reranker=reranker, principal=principal)
-        self.admin = Admin(self.s)
-        self.cluster = self.admin.cluster
+        self.cluster = Cluster(self.s)
 
     def _run(self, steps: Steps[T]) -> T:
         return run_steps(steps, self._answer)

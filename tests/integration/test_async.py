@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, AsyncSearchClient, Principal, SearchClient
-from osrag.admin.installer import Admin
 from osrag.envelope import Envelope
 from osrag.errors import IndexStateError, InputError
 from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def comparable(env: Envelope) -> dict[str, Any]:
 
 
 @pytest.fixture
-def corpus(admin: Admin, settings: Settings, tmp_path: Path) -> Settings:
+def corpus(admin: AliasStore, settings: Settings, tmp_path: Path) -> Settings:
     report = Ingester(settings).ingest([write_corpus(tmp_path / "kb")])
     assert report.failed == [], report.failed
     return settings

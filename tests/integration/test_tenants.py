@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin.installer import Admin
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any
         cache_dir=Settings().models_dir.parent,
         _env_file=None,
     )
-    admin = Admin(s)
+    admin = AliasStore(s)
     drop_alias(admin.cluster.client, s.alias)
     admin.install()
     root = tmp_path_factory.mktemp("tenants")

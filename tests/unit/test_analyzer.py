@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, SearchClient, templates
-from osrag.admin.installer import Admin
 from osrag.records import IndexMeta
 from osrag.search.analyzer import (
     SearchAnalyzer,
@@ -23,6 +22,7 @@ from osrag.search.analyzer import (
 )
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
+from osrag.store.alias import AliasStore
 
 
 def test_the_shipped_template_is_the_analysis_it_reproduces() -> None:
@@ -102,7 +102,7 @@ def _answer(calls: list[str]) -> Any:
 
 def test_the_query_path_analyzes_in_process_only_an_index_made_from_the_shipped_template() -> None:
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None)
-    made = Admin(s).desired_components()
+    made = AliasStore(s).desired_components()
     meta = IndexMeta(
         embedding_model="m",
         dimension=3,

@@ -15,7 +15,8 @@ from osrag.ingest import batches
 from osrag.ingest.batches import Batch, WriteBehind
 from osrag.ingest.filesync import Item
 from osrag.ingest.ingest_report import FileOutcome, IngestReport
-from osrag.ingest.versions import BatchOutcome, PreparedDoc, VersionStore
+from osrag.ingest.prepared import PreparedDoc
+from osrag.store.versions import BatchOutcome, VersionStore
 
 
 def _chunk(i: int, tokens: int = 5) -> Chunk:

@@ -20,9 +20,10 @@ from osrag.search.budget import SelectionConfig, select
 from osrag.search.candidates import Candidate, hits_of
 from osrag.search.client import SearchClient
 from osrag.search.ranking import SelectionPolicy
-from osrag.search.retrieval import NO_EVIDENCE, QuestionEvidence, checked_ask, resolve_mapping
+from osrag.search.retrieval import NO_EVIDENCE, QuestionEvidence, checked_ask
 from osrag.settings import Settings
 from osrag.steps import Call, Work, run_steps
+from osrag.store.alias import resolve_mapping
 
 ALIAS = "t-unit"
 

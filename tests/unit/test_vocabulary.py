@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from osrag import names, vocabulary
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.envelope import Envelope, Freshness, LeftOutItem
 from osrag.search import budget, gate, query
 from osrag.service.auth import JwtVerifier
 from osrag.service.http import SearchRequest
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from osrag.vocabulary import (
     DEFAULT_FUSION,
     DEFAULT_FUSION_WEIGHTS,
@@ -153,7 +153,7 @@ def test_envelope_defaults_are_the_settings_defaults() -> None:
 
 def test_pipeline_names_default_to_the_shipped_fusion() -> None:
     assert names.pipeline_name("a") == names.pipeline_name("a", _default("fusion")) == "a-hybrid-minmax"
-    assert inspect.signature(Admin.pipeline_name).parameters["variant"].default == _default("fusion")
+    assert inspect.signature(AliasStore.pipeline_name).parameters["variant"].default == _default("fusion")
 
 
 def test_pipeline_files_are_the_vocabulary_s() -> None:
