@@ -7,6 +7,10 @@ the seam, and not at run time somewhere else.
   Versioned (``schema``); ``IndexMeta.from_mapping`` reads what any osrag wrote, migrating the
   unversioned records of older releases, and keeps keys it does not know (a newer osrag's) so a
   read-modify-write never drops them.
+- ``StoredChunk``: one stored chunk's ``_source``, every field with its mapping type -- the one
+  definition of a stored chunk: the writer (``osrag.ingest.prepared.chunk_source``) builds it, the
+  reader (``ChunkSource.of``) reads it, and a test holds it against the strict mapping
+  (``index_templates/osrag-chunks.json``).
 - ``ChunkSource``: one stored chunk as the read path sees it, built once per hit by
   ``ChunkSource.of`` (a frozen slotted dataclass, not a pydantic model: it is made for every
   candidate of every search, and validation there would cost more than the search's own work).
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict, get_type_hints
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -131,10 +135,68 @@ def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class StoredChunk(TypedDict, total=False):
+    """One chunk's stored ``_source``: each field annotated with its type in the strict mapping.
+
+    A field left out is absent (the writer drops None); the reader defaults it (``ChunkSource``).
+    """
+
+    chunk_id: Annotated[str, "keyword"]
+    doc_id: Annotated[str, "keyword"]
+    ordinal: Annotated[int, "integer"]
+    section_id: Annotated[str, "keyword"]
+    parent_section_id: Annotated[str, "keyword"]
+    kind: Annotated[str, "keyword"]
+    title: Annotated[str, "text"]
+    #: The heading path joined with " > " (a BM25 field of its own).
+    breadcrumb: Annotated[str, "text"]
+    heading_path: Annotated[list[str], "keyword"]
+    text: Annotated[str, "text"]
+    #: What a contextualizer said of the chunk (``osrag.ingest.context``): embedded with the text.
+    context: Annotated[str, "text"]
+    body: Annotated[str, "text"]
+    start: Annotated[int, "integer"]
+    end: Annotated[int, "integer"]
+    version: Annotated[str, "keyword"]
+    version_key: Annotated[str, "keyword"]
+    content_hash: Annotated[str, "keyword"]
+    source: Annotated[str, "keyword"]
+    category: Annotated[str, "keyword"]
+    tenant: Annotated[str, "keyword"]
+    acl: Annotated[list[str], "keyword"]
+    archived: Annotated[bool, "boolean"]
+    token_count: Annotated[int, "integer"]
+    updated_at: Annotated[str, "date"]
+    ingested_at: Annotated[str, "date"]
+    embedding: Annotated[list[float], "knn_vector"]
+    #: Where a converted file's chunk came from (``LOCATION_FIELDS``).
+    source_format: Annotated[str, "keyword"]
+    page: Annotated[int, "integer"]
+    page_end: Annotated[int, "integer"]
+    slide: Annotated[int, "integer"]
+    slide_end: Annotated[int, "integer"]
+    anchor: Annotated[str, "keyword"]
+    url: Annotated[str, "keyword"]
+    #: The file a chunk was read from (``osrag.ingest.sync.FileStamp``).
+    collection: Annotated[str, "keyword"]
+    origin: Annotated[str, "keyword"]
+    file_hash: Annotated[str, "keyword"]
+    includes: Annotated[list[str], "keyword"]
+    #: The ``_id`` in full when it was too long to be one (``osrag.store.versions.bounded_id``).
+    full_id: Annotated[str, "keyword"]
+    #: Front-matter keys osrag does not read (``meta.KEY`` filters).
+    meta: Annotated[dict[str, Any], "flat_object"]
+
+
+def stored_fields() -> dict[str, str]:
+    """Each ``StoredChunk`` field and its mapping type (``keyword``, ``text`` ...)."""
+    hints = get_type_hints(StoredChunk, include_extras=True)
+    return {name: hint.__metadata__[0] for name, hint in hints.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkSource:
-    """One stored chunk as the read path uses it (the strict mapping's fields; see
-    ``osrag.ingest.prepared.chunk_source`` for the writer)."""
+    """One stored chunk as the read path uses it: the fields of ``StoredChunk`` that it reads."""
 
     chunk_id: str
     doc_id: str = ""
@@ -162,7 +224,9 @@ class ChunkSource:
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def of(cls, src: Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None) -> ChunkSource:
+    def of(
+        cls, src: StoredChunk | Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None
+    ) -> ChunkSource:
         """The one mapping of a stored ``_source`` (and a vector read apart from it) to a record."""
         get = src.get  # made for every candidate of every search: one bound lookup, positional fields
         vec = embedding if embedding is not None else get("embedding")
@@ -230,6 +294,8 @@ __all__ = [
     "PASSAGE_FIELDS",
     "ChunkSource",
     "IndexMeta",
+    "StoredChunk",
     "TokenCounterId",
     "embedding_text",
+    "stored_fields",
 ]

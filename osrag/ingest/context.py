@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from osrag.chunking import Chunk, Document
 from osrag.errors import ConfigError, DocumentError
@@ -47,14 +47,6 @@ log = logging.getLogger(__name__)
 
 #: The stored BM25 field (also added to an older index by ingest when a contextualizer is on).
 CONTEXT_FIELD = "context"
-CONTEXT_PROPERTIES: dict[str, Any] = {
-    CONTEXT_FIELD: {
-        "type": "text",
-        "analyzer": "ru_index",
-        "search_analyzer": "ru_search",
-        "search_quote_analyzer": "ru_quote",
-    }
-}
 CONTEXTUALIZERS = ("none", "outline", "chat")
 #: The lead sentence is cut at this many characters (at a word boundary).
 LEAD_MAX_CHARS = 240
@@ -301,7 +293,6 @@ def contextualizer_for(s: Settings) -> Contextualizer:
 __all__ = [
     "CONTEXTUALIZERS",
     "CONTEXT_FIELD",
-    "CONTEXT_PROPERTIES",
     "ChatContext",
     "ContextCache",
     "Contextualizer",

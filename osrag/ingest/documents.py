@@ -33,12 +33,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_FILE_BYTES = 50_000_000
 #: The metadata fields a document carries from front matter or the rules file.
 _DOC_FIELDS = ("category", "tenant", "acl", "updated_at")
-#: The chunk fields the read side adds (as in index_templates/osrag-chunks.json), for indices
-#: made before them: front-matter keys osrag does not read, and the passage's link.
-READ_PROPERTIES: dict[str, Any] = {
-    "meta": {"type": "flat_object"},
-    "url": {"type": "keyword", "index": False},
-}
 
 
 # ---------------------------------------------------------------- options and report
@@ -433,7 +427,6 @@ def _cut(c: Chunk, max_chars: int, count: Callable[[str], int] | None) -> list[C
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
-    "READ_PROPERTIES",
     "ReadOptions",
     "ReadReport",
     "ReadTask",

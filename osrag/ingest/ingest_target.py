@@ -16,10 +16,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from osrag import templates
 from osrag.errors import ConfigError, IndexStateError, WritesRefused
-from osrag.ingest.context import CONTEXT_PROPERTIES
-from osrag.ingest.documents import READ_PROPERTIES
-from osrag.ingest.sync import SYNC_PROPERTIES
+from osrag.ingest.context import CONTEXT_FIELD
 from osrag.records import IndexMeta
 from osrag.settings import Settings
 from osrag.store.alias import AliasStore
@@ -35,6 +34,18 @@ from osrag.store.locking import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Chunk fields that indices made by an older osrag may lack: ingest adds them to the mapping.
+ADDED_AFTER_CREATION = (
+    "content_hash",
+    "collection",
+    "origin",
+    "file_hash",
+    "includes",
+    "full_id",
+    "meta",
+    "url",
+)
 
 
 def prepare(admin: AliasStore, settings: Settings, with_context: bool) -> tuple[str, IndexMeta]:
@@ -59,11 +70,11 @@ def prepare(admin: AliasStore, settings: Settings, with_context: bool) -> tuple[
         raise IndexStateError(f"index {index} has no osrag _meta (not created by osrag?)")
     # Fields an index made by an older osrag lacks (the strict mapping would refuse the chunks):
     # content_hash (template v3; its older chunks lack it, readers collapse in Python there)
-    # the sync fields (osrag.ingest.sync) and the read side's meta/url (osrag.ingest.documents).
+    # the sync fields (osrag.ingest.sync) and the read side's meta/url (osrag.ingest.documents);
+    # each as the shipped mapping has it.
     have = mapping.get("properties") or {}
-    wanted = {"content_hash": {"type": "keyword"}, **SYNC_PROPERTIES, **READ_PROPERTIES}
-    if with_context:
-        wanted.update(CONTEXT_PROPERTIES)
+    shipped = templates.chunk_properties()
+    wanted = {k: shipped[k] for k in ADDED_AFTER_CREATION + ((CONTEXT_FIELD,) if with_context else ())}
     missing = {k: v for k, v in wanted.items() if k not in have}
     if missing:
         cluster.call(

@@ -12,13 +12,14 @@ import datetime as dt
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from osrag.chunking import Chunk, Document
 from osrag.ingest.convert import TEXT_FORMATS
 from osrag.ingest.frontmatter import acl_groups
 from osrag.ingest.sync import FileStamp
 from osrag.names import content_hash
+from osrag.records import StoredChunk
 from osrag.store.versions import bounded_id
 
 
@@ -98,7 +99,7 @@ def chunk_source(
     now: str,
     stamp: FileStamp | None = None,
     context: str = "",
-) -> dict[str, Any]:
+) -> StoredChunk:
     """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out);
     a document read from a file also carries its ``collection``, ``origin`` and ``file_hash``
     (``osrag.ingest.sync``)."""
@@ -153,7 +154,7 @@ def chunk_source(
         src["meta"] = md["meta"]
     if md.get("url"):
         src["url"] = f"{md['url']}#{anchor}" if anchor else md["url"]
-    return {k: v for k, v in src.items() if v is not None}
+    return cast(StoredChunk, {k: v for k, v in src.items() if v is not None})
 
 
 def _date_or_none(value: Any) -> str | None:
