@@ -128,8 +128,8 @@ def test_fifty_concurrent_searches_equal_the_sync_answers(corpus: Settings) -> N
             finally:
                 done.set()
                 await tick
-            assert client._client is not None  # the pool was used ...
-        assert client._client is None  # ... and closed by ``async with``
+            assert client._transport.client is not None  # the pool was used ...
+        assert client._transport.client is None  # ... and closed by ``async with``
         return list(answers), max(stalls, default=0.0)
 
     t0 = time.perf_counter()

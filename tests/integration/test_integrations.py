@@ -227,7 +227,7 @@ def test_haystack_component_in_pipelines(corpus: Settings) -> None:
             apipe = Pipeline()  # Haystack 3 runs one pipeline both ways; run_async awaits run_async
             apipe.add_component("retriever", OsragRetriever(client, async_client=aclient, principal=PUBLIC))
             out = await apipe.run_async({"retriever": {"query": MANY, "budget_tokens": tight}})
-            assert aclient._client is not None  # the component's run_async ran, on the async client
+            assert aclient._transport.client is not None  # the component's run_async ran, on the async client
             return out
 
     tight = tight_budget(client.search(MANY, principal=PUBLIC))

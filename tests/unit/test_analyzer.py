@@ -21,7 +21,7 @@ from osrag.search.analyzer import (
     whitespace_tokens,
 )
 from osrag.settings import Settings
-from osrag.steps import Call, Work, run_steps
+from osrag.steps import Call, Inline, Work, drive
 from osrag.store.alias import AliasStore
 
 
@@ -112,11 +112,11 @@ def test_the_query_path_analyzes_in_process_only_an_index_made_from_the_shipped_
     )
     sc = SearchClient(s, principal=PUBLIC)
     calls: list[str] = []
-    terms = run_steps(sc._question_terms("i1", meta, "гарантия на лампу"), _answer(calls))
+    terms = drive(sc._question_terms("i1", meta, "гарантия на лампу"), Inline(_answer(calls)))
     assert terms == ["гарант", "ламп"] and calls == []
     # Another fingerprint: the index was made from other files, so its words go to _analyze.
-    terms = run_steps(sc._question_terms("i2", meta.updated(fingerprint="x"), "гарантия"), _answer(calls))
+    terms = drive(sc._question_terms("i2", meta.updated(fingerprint="x"), "гарантия"), Inline(_answer(calls)))
     assert calls == ["indices.analyze"] and terms == ["гарантия"]
     # The light stemmer is not reproduced: _analyze too.
-    run_steps(sc._question_terms("i3", meta.updated(stemmer="light_russian"), "гарантия"), _answer(calls))
+    drive(sc._question_terms("i3", meta.updated(stemmer="light_russian"), "гарантия"), Inline(_answer(calls)))
     assert calls == ["indices.analyze", "indices.analyze"]
