@@ -208,3 +208,34 @@ def test_concurrent_reranked_searches_equal_the_sync_answers(corpus: Settings, t
     answers = asyncio.run(main())
     for i, got in enumerate(answers):
         assert comparable(got) == comparable(expected[i % len(questions)]), questions[i % len(questions)]
+
+
+def test_both_clients_give_the_same_answers_to_every_public_method(corpus: Settings) -> None:
+    """The congruence of the one method set: search, retrieve and section, one question at a time."""
+    sync = SearchClient(corpus)
+
+    def retrieved(r: Any) -> list[tuple[str, int, float]]:
+        return [(h.chunk_id, h.rank, round(h.fused, 6)) for h in r.hits]
+
+    async def main() -> list[tuple[Any, Any]]:
+        pairs: list[tuple[Any, Any]] = []
+        async with AsyncSearchClient(corpus) as client:
+            for q, who, f, b in QUESTIONS:
+                env = await client.search(q, principal=who, filters=f, budget_tokens=b)
+                pairs.append(
+                    (comparable(sync.search(q, principal=who, filters=f, budget_tokens=b)), comparable(env))
+                )
+                got = await client.retrieve(q, principal=who, filters=f, depth=20)
+                pairs.append(
+                    (retrieved(sync.retrieve(q, principal=who, filters=f, depth=20)), retrieved(got))
+                )
+                for p in env.passages:
+                    if p.section_id:
+                        sec = await client.section(p.section_id, principal=who)
+                        pairs.append((sync.section(p.section_id, principal=who), sec))
+        return pairs
+
+    pairs = asyncio.run(main())
+    assert len(pairs) > 2 * len(QUESTIONS)  # some sections were asked too
+    for want, got in pairs:
+        assert got == want
