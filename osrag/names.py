@@ -1,8 +1,7 @@
 """The names of what osrag keeps in the cluster for an alias, and the query pieces every
 reader and writer agree on (the closed word sets themselves live in ``osrag.vocabulary``).
 
-The ground floor of the house: admin (installs), indexing (writes), reindex (moves),
-search (reads) all import from here and never from each other for these names. Pure:
+The store (installs, writes), ingest, reindex and search (reads) all import from here and never from each other for these names. Pure:
 no client, no I/O.
 """
 

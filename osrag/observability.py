@@ -157,6 +157,8 @@ class _ObservedAsync(_Observed, AsyncTransport):
 def observe_search(transport: SyncTransport, question: str) -> SyncTransport: ...
 @overload
 def observe_search(transport: AsyncTransport, question: str) -> AsyncTransport: ...
+@overload
+def observe_search(transport: Transport, question: str) -> Transport: ...
 def observe_search(transport: Transport, question: str) -> Transport:
     """``transport`` answering one search's steps unchanged, counted and timed (``_Observed``)."""
     if isinstance(transport, AsyncTransport):
@@ -261,7 +263,7 @@ def file_outcome(path: str, outcome: str, reason: str | None = None) -> None:
 
 
 def log_ingest(report: Any) -> None:
-    """The INFO summary of an ingest (an ``osrag.ingest.ingest_report.IngestReport``) and each failure's reason."""
+    """The INFO summary of an ingest (an ``osrag.ingest.report.IngestReport``) and each failure's reason."""
     for path, reason in getattr(report, "failed", ()):
         file_outcome(path, "failed", reason)
     if not ingest_log.isEnabledFor(logging.INFO):

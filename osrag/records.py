@@ -1,4 +1,4 @@
-"""The records that cross rooms, typed once: an index's ``_meta.osrag`` and a chunk's ``_source``.
+"""The records that cross module boundaries, typed once: an index's ``_meta.osrag`` and a chunk's ``_source``.
 
 Every module that reads or writes them goes through these types, so a renamed key fails here, at
 the seam, and not at run time somewhere else.
@@ -177,7 +177,7 @@ class StoredChunk(TypedDict, total=False):
     slide_end: Annotated[int, "integer"]
     anchor: Annotated[str, "keyword"]
     url: Annotated[str, "keyword"]
-    #: The file a chunk was read from (``osrag.ingest.sync.FileStamp``).
+    #: The file a chunk was read from (``osrag.ingest.stamps.FileStamp``).
     collection: Annotated[str, "keyword"]
     origin: Annotated[str, "keyword"]
     file_hash: Annotated[str, "keyword"]
@@ -224,10 +224,8 @@ class ChunkSource:
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def of(
-        cls, src: StoredChunk | Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None
-    ) -> ChunkSource:
-        """The one mapping of a stored ``_source`` (and a vector read apart from it) to a record."""
+    def of(cls, src: Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None) -> ChunkSource:
+        """The one mapping of a stored ``_source`` (a ``StoredChunk``; a vector read apart from it) to a record."""
         get = src.get  # made for every candidate of every search: one bound lookup, positional fields
         vec = embedding if embedding is not None else get("embedding")
         if vec is not None and not isinstance(vec, np.ndarray):

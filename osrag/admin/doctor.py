@@ -319,7 +319,8 @@ def _disk(cluster: Cluster) -> Check:
     text = f"fullest node {worst_node} at {worst:g}% (watermarks low {marks['low']}, high {marks['high']}, flood {marks['flood_stage']})"
     hint = "free disk or add nodes: at the flood stage indices turn read-only and ingest fails"
     for key, level in (("flood_stage", "fail"), ("high", "warn"), ("low", "warn")):
-        if marks[key] is not None and worst >= marks[key]:
+        mark = marks[key]
+        if mark is not None and worst >= mark:
             return Check("disk", level, f"{text}: past the {key.replace('_', ' ')} watermark", hint)  # type: ignore[arg-type]
     return Check("disk", "ok", text)
 

@@ -29,10 +29,10 @@ from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import DocumentError, WritesRefused
 from osrag.ingest.context import Contextualizer
 from osrag.ingest.filesync import Item
-from osrag.ingest.ingest_report import FileOutcome
 from osrag.ingest.prepared import PreparedDoc, document_version
 from osrag.ingest.readpool import COUNT_CACHE, ChunkPlan, chunk_outcome, chunks_of, plan_for
-from osrag.ingest.sync import FileStamp
+from osrag.ingest.report import FileOutcome
+from osrag.ingest.stamps import FileStamp
 from osrag.records import IndexMeta, embedding_text
 from osrag.settings import Settings
 from osrag.store.versions import BatchOutcome, VersionStore, version_key

@@ -187,7 +187,7 @@ def read_tree(
     """(shown path, Document or error) for every input under ``paths``, as ``walk`` orders them.
 
     ``before_read(path, root, rules)``: asked before a file is read; what it returns (e.g. the
-    ingest's "unchanged since the last ingest", ``osrag.ingest.sync``) is yielded instead of reading."""
+    ingest's "unchanged since the last ingest", ``osrag.ingest.stamps``) is yielded instead of reading."""
     report = report if report is not None else ReadReport()
     for shown, got in plan_tree(paths, options, report, before_read):
         if isinstance(got, ReadTask):
@@ -243,7 +243,7 @@ def read_document(
         body = conv.markdown
     files = _Recorded(
         root, max_bytes
-    )  # the files its include directives read (osrag.ingest.sync watches them)
+    )  # the files its include directives read (osrag.ingest.stamps watches them)
     if fmt == "markdown":  # the team's dialect -> readable Markdown (osrag.chunking.dialects)
         try:
             reading = read_markdown(body, variables=variables, include=files, key=rel.as_posix())

@@ -17,7 +17,7 @@ from typing import Any, cast
 from osrag.chunking import Chunk, Document
 from osrag.ingest.convert import TEXT_FORMATS
 from osrag.ingest.frontmatter import acl_groups
-from osrag.ingest.sync import FileStamp
+from osrag.ingest.stamps import FileStamp
 from osrag.names import content_hash
 from osrag.records import StoredChunk
 from osrag.store.versions import bounded_id
@@ -33,7 +33,7 @@ class PreparedDoc:
     chunks: list[Chunk]
     vectors: Any = None  # one embedding per chunk
     stamp: FileStamp | None = (
-        None  # the file it was read from (osrag.ingest.sync); None for in-memory documents
+        None  # the file it was read from (osrag.ingest.stamps); None for in-memory documents
     )
     contexts: list[str] | None = None  # one context per chunk (osrag.ingest.context); None: no context
 
@@ -102,7 +102,7 @@ def chunk_source(
 ) -> StoredChunk:
     """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out);
     a document read from a file also carries its ``collection``, ``origin`` and ``file_hash``
-    (``osrag.ingest.sync``)."""
+    (``osrag.ingest.stamps``)."""
     md = doc.metadata
     acl = md.get("acl")
     # Converted files say where the chunk came from (page/slide/anchor); Markdown and text

@@ -4,7 +4,7 @@
 The path is a generator of steps (``osrag.steps``): it yields a ``Call`` when it needs
 OpenSearch and a ``Work`` when it needs the CPU (the question's embedding, the
 cross-encoder, the selection), and is sent back the result. Retrieval and its steps are
-``osrag.search.retriever``; here the rest of the contract: the gate's annotation, the cross-encoder,
+``osrag.search.retrieval_steps``; here the rest of the contract: the gate's annotation, the cross-encoder,
 rank and select (``osrag.search.ranking``, under one ``SelectionPolicy`` read from the settings). One
 ``Candidate`` (``osrag.search.candidates``) travels through every stage; ``Passage`` is the only one
 that leaves. ``SearchClient`` answers each step inline with the sync client;
@@ -33,7 +33,7 @@ from osrag.search.candidates import Candidate
 from osrag.search.query import parse_filters
 from osrag.search.rerank import Reranker
 from osrag.search.retrieval import Retrieval, elapsed_ms
-from osrag.search.retriever import MODEL_WORK, Retriever
+from osrag.search.retrieval_steps import MODEL_WORK, Retriever
 from osrag.settings import MAX_BUDGET_TOKENS, Settings
 from osrag.steps import Call, Steps, SyncTransport, T, Transport, Work, drive
 

@@ -1,6 +1,6 @@
 """The pieces of one retrieval, each with one job and no I/O: check what was asked, read the
 alias's mapping, gather the question's gate evidence into the request, build the request, read
-the response. ``osrag.querysteps.QuerySteps._retrieve`` strings them together around its
+the response. ``osrag.search.retrieval_steps.Retriever._retrieve`` strings them together around its
 ``Call``/``Work`` steps.
 """
 

@@ -209,10 +209,10 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
     assert t.is_alive(), result
     # The batch writes now (its lock check passed before the lock existed).
     write_corpus(tmp_path / "kb", "v2", 10)
-    import osrag.ingest.ingest_target
+    import osrag.ingest.target
 
     monkeypatch.setattr(
-        osrag.ingest.ingest_target, "read_lock", lambda cluster, alias: None
+        osrag.ingest.target, "read_lock", lambda cluster, alias: None
     )  # its checks saw no lock
     assert Ingester(settings).ingest([kb]).indexed == 10
     locking.unregister_writer(admin.cluster, settings.alias, batch.token)

@@ -8,8 +8,8 @@ from typing import Any
 
 from osrag.chunking import Chunk, Document
 from osrag.ingest.prepared import PreparedDoc, chunk_source
-from osrag.ingest.sync import FileStamp, origin_of, recipe, stamp_file, unchanged
-from osrag.ingest.sync import StoredFile as Stored
+from osrag.ingest.stamps import FileStamp, origin_of, recipe, stamp_file, unchanged
+from osrag.ingest.stamps import StoredFile as Stored
 from osrag.store.versions import MAX_ID_BYTES, VersionStore, bounded_id
 
 

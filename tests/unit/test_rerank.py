@@ -18,7 +18,7 @@ from osrag.search.rerank import (
     pair_budget,
     rerank_order,
 )
-from osrag.search.rerank_models import RerankUnavailable, load_cross_encoder, load_reranker_model
+from osrag.search.reranker_loading import RerankUnavailable, load_cross_encoder, load_reranker_model
 
 MAX_LENGTH = 32
 _LETTERS = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяabcdefghijklmnopqrstuvwxyz0123456789"

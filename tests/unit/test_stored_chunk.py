@@ -13,9 +13,9 @@ import pytest
 from osrag import templates
 from osrag.chunking import Chunk, Document
 from osrag.ingest.convert import SourceMap
-from osrag.ingest.ingest_target import ADDED_AFTER_CREATION
 from osrag.ingest.prepared import chunk_action
-from osrag.ingest.sync import FileStamp
+from osrag.ingest.stamps import FileStamp
+from osrag.ingest.target import ADDED_AFTER_CREATION
 from osrag.records import LOCATION_FIELDS, PASSAGE_FIELDS, ChunkSource, StoredChunk, stored_fields
 
 ROOT = Path(__file__).resolve().parents[2]

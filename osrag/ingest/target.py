@@ -70,7 +70,7 @@ def prepare(admin: AliasStore, settings: Settings, with_context: bool) -> tuple[
         raise IndexStateError(f"index {index} has no osrag _meta (not created by osrag?)")
     # Fields an index made by an older osrag lacks (the strict mapping would refuse the chunks):
     # content_hash (template v3; its older chunks lack it, readers collapse in Python there)
-    # the sync fields (osrag.ingest.sync) and the read side's meta/url (osrag.ingest.documents);
+    # the sync fields (osrag.ingest.stamps) and the read side's meta/url (osrag.ingest.documents);
     # each as the shipped mapping has it.
     have = mapping.get("properties") or {}
     shipped = templates.chunk_properties()
@@ -99,7 +99,8 @@ def refresh_off(admin: AliasStore, index: str) -> None:
             index=index,
             name="index.refresh_interval",
         )
-        value = next(iter(got.values()), {}).get("settings", {}).get("index", {}).get("refresh_interval")
+        first: dict[str, Any] = next(iter(got.values()), {})
+        value = first.get("settings", {}).get("index", {}).get("refresh_interval")
         # Wrapped: the original may itself be None (the cluster default).
         admin.update_meta(index, saved_refresh_interval={"value": value})
     cluster.call(
