@@ -154,7 +154,7 @@ class Settings(BaseSettings):
     # Per-query HNSW breadth (lucene reads it from the query's method_parameters). Re-measured on
     # the realistic 20K-chunk bench index (bench/results/query.md): recall@10 of the kNN head vs
     # exact kNN 0.61 at 40, 0.75 at 100, 0.81 at 200, 0.87 at 400; the latency differences were
-    # within the noise of the loaded machine. (The copy-based corpus gave 0.32 at 400.)
+    # within the bench's noise. (The copy-based corpus gave 0.32 at 400.)
     hnsw_ef_search: Annotated[int, Field(ge=1, le=10_000)] = 400
     rrf_rank_constant: Annotated[int, Field(ge=1, le=10_000)] = 60
     # Fusion of the two heads and its (BM25 head, kNN head) weights (OpenSearch requires them to sum
