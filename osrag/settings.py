@@ -130,7 +130,7 @@ class Settings(BaseSettings):
     # compression costs more than the bytes it saves (bench/results/peer.md: ~5 ms per search at
     # 10K chunks); on for a cluster behind a slow or metered link.
     http_compress: bool = False
-    # How the client proves who it is (README, "Authentication"). None: basic when OSRAG_USER or the
+    # How the client proves who it is (docs/auth.md). None: basic when OSRAG_USER or the
     # URL's user-info is set, else none. sigv4: AWS request signing (the aws extra), credentials from
     # the standard AWS chain; cert: a client certificate and key (mTLS); header: OSRAG_AUTH_HEADER sent
     # as the Authorization header (a bearer token or an API key), never printed or logged.
@@ -270,7 +270,7 @@ class Settings(BaseSettings):
     evidence_order: bool = False
     # recall (default): the budget filled in fused order with non-duplicate chunks that are not
     # filler (long ones past the first two trimmed, see trim_passages);
-    # minimal: only chunks close to the best evidence (leaner, loses answers; see README).
+    # minimal: only chunks close to the best evidence (leaner, loses answers; see docs/usage.md).
     selection: Policy = DEFAULT_POLICY
     # Trim a long passage to its units (sentences, list items, code blocks) that hold the most of the
     # question's IDF-weighted terms, heading line kept, ``…`` for the rest (osrag.search.trimming):

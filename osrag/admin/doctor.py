@@ -54,7 +54,7 @@ AUTH_HINTS = {
     "basic": "check OSRAG_USER/OSRAG_PASSWORD (or user:password@ in OSRAG_URL) and the user's role mapping",
     "sigv4": (
         "check the AWS credentials (aws sts get-caller-identity), OSRAG_AWS_REGION, OSRAG_AWS_SERVICE "
-        "(es for a domain, aoss for Serverless) and the IAM / data access policy (README)"
+        "(es for a domain, aoss for Serverless) and the IAM / data access policy (docs/auth.md)"
     ),
     "cert": "check OSRAG_CLIENT_CERT/KEY, that the cluster's CA signed them and that their DN is mapped to a role",
     "header": "check OSRAG_AUTH_HEADER (expired token?) and OSRAG_AUTH_HEADER_NAME",

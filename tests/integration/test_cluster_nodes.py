@@ -147,7 +147,7 @@ def test_three_shards_rank_like_one_shard(make_alias: Any) -> None:
                     f"mean overlap {overlap / n:.2f}/10, {1000 * spent / n:.0f} ms a search"
                 )
     print("\n" + "\n".join(report))
-    # The measured claims (README, "Running on a cluster"): every list is stable on one shard; the
+    # The measured claims (docs/cluster.md, "Running on a cluster"): every list is stable on one shard; the
     # kNN head does not care about shards; BM25's per-shard statistics reorder the lexical head and so
     # the hybrid list; dfs_query_then_fetch repairs the BM25 head alone, but with the hybrid query it
     # makes the fused list further from the 1-shard one, not closer (the hybrid query does not honour it).

@@ -1,6 +1,6 @@
 """Tenants fail closed (issue 29): the access matrix over tenants and groups, against the real node.
 
-The rule (osrag.access, README "Access"): a chunk with a tenant is seen only by principals of
+The rule (osrag.access, docs/usage.md): a chunk with a tenant is seen only by principals of
 that tenant; untenanted chunks are shared; a principal without a tenant sees untenanted chunks
 only. Every (principal, head) pair must return exactly what that rule allows -- on the old rule a
 principal without a tenant saw every tenant's chunks, so the rows without a tenant fail there.
