@@ -1,5 +1,6 @@
-"""What apps call: ``SearchClient`` (sync), and ``QuerySteps``, the query path it shares with
-``AsyncSearchClient`` (``osrag.search.asearch``): question -> candidates -> reranked -> selected -> envelope.
+"""What apps call: ``SearchClient`` (sync); ``SearchApi``, the public methods it shares with
+``AsyncSearchClient`` (``osrag.search.asearch``); and ``QuerySteps``, the one query path under both:
+question -> candidates -> reranked -> selected -> envelope.
 
 The path is a generator of steps (``osrag.steps``): it yields a ``Call`` when it needs
 OpenSearch and a ``Work`` when it needs the CPU (the question's embedding, the
@@ -7,9 +8,9 @@ cross-encoder, the selection), and is sent back the result. Retrieval and its st
 ``osrag.search.retrieval_steps``; here the rest of the contract: the gate's annotation, the cross-encoder,
 rank and select (``osrag.search.ranking``, under one ``SelectionPolicy`` read from the settings). One
 ``Candidate`` (``osrag.search.candidates``) travels through every stage; ``Passage`` is the only one
-that leaves. ``SearchClient`` answers each step inline with the sync client;
-``AsyncSearchClient`` awaits ``AsyncOpenSearch`` for a ``Call`` and runs a ``Work`` in a
-thread. The two differ only in how they talk to OpenSearch.
+that leaves. ``osrag.steps.drive`` drives the steps with the client's transport: ``SearchClient``'s
+(``ClusterTransport``) answers each step inline with the sync client; ``AsyncSearchClient``'s awaits
+``AsyncOpenSearch`` for a ``Call`` and runs a ``Work`` in a thread. The two differ only in it.
 """
 
 from __future__ import annotations
