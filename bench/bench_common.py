@@ -35,11 +35,11 @@ def machine(model_row: str, **extra: str) -> dict[str, str]:
     import os
     import platform
 
-    from osrag.admin.installer import Admin
     from osrag.evaluation.report import machine_info
     from osrag.settings import Settings
+    from osrag.store.alias import AliasStore
 
-    info = Admin(Settings()).cluster.client.info()
+    info = AliasStore(Settings()).cluster.client.info()
     return {
         "CPU": f"{platform.processor() or platform.machine()} × {os.cpu_count()} (nproc), shared with other jobs",
         "RAM": machine_info()["memory"] or "?",

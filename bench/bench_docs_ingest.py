@@ -48,10 +48,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from osrag.admin import lifecycle  # noqa: E402
-from osrag.admin.installer import Admin  # noqa: E402
 from osrag.embedding import Embedder, embedder_for  # noqa: E402
 from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "docs_ingest.md"
 #: The worker processes of the second osrag run of each rep (``OSRAG_INGEST_WORKERS``).
@@ -70,7 +70,7 @@ def cpu(s: Settings) -> tuple[float, float]:
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     client = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    stats = Admin(s).cluster.client.nodes.stats(metric="process")
+    stats = AliasStore(s).cluster.client.nodes.stats(metric="process")
     node = sum(n["process"]["cpu"]["total_in_millis"] for n in stats["nodes"].values()) / 1000
     return client, node
 
@@ -111,7 +111,7 @@ def split(text: str, max_words: int) -> list[str]:
 def simple_run(tree: Path, s: Settings, emb: Embedder) -> dict[str, Any]:
     from opensearchpy.helpers import streaming_bulk
 
-    admin = Admin(s)
+    admin = AliasStore(s)
     admin.install()
     index = admin.require_index()
     client = admin.cluster.client
@@ -169,7 +169,7 @@ def cold() -> None:
 
 
 def osrag_run(tree: Path, s: Settings, emb: Embedder) -> dict[str, Any]:
-    Admin(s).install()
+    AliasStore(s).install()
     cold()
     t0 = time.perf_counter()
     r = Ingester(s, embedder=emb).ingest([tree])
@@ -256,7 +256,7 @@ STAGES = {
 
 
 def profile_run(tree: Path, s: Settings, emb: Embedder) -> tuple[float, list[tuple[str, float]]]:
-    Admin(s).install()
+    AliasStore(s).install()
     cold()
     pr = cProfile.Profile()
     t0 = time.perf_counter()
@@ -340,7 +340,7 @@ def write_report(
     load_start: str,
     seconds: float,
 ) -> None:
-    info = Admin(base).cluster.client.info()
+    info = AliasStore(base).cluster.client.info()
     ratios = sorted(w["seconds"] / s["seconds"] for s, w, _ in pairs)
     median = ratios[len(ratios) // 2]
     here = sorted(w["workers"]["seconds"] / s["seconds"] for s, w, _ in pairs)

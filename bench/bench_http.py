@@ -51,10 +51,10 @@ import jwt  # noqa: E402
 from bench_common import golden_questions, log  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin.installer import Admin  # noqa: E402
 from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.search.asearch import AsyncSearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "http.md"
 ALIAS = "osrag-bench-http"
@@ -71,7 +71,7 @@ def settings() -> Settings:
 
 def build() -> float:
     s = settings()
-    admin = Admin(s)
+    admin = AliasStore(s)
     drop(s)
     admin.install()
     t0 = time.perf_counter()
@@ -84,7 +84,7 @@ def drop(s: Settings) -> None:
     from osrag.names import state_index
     from osrag.vocabulary import PIPELINES
 
-    client = Admin(s).cluster.client
+    client = AliasStore(s).cluster.client
     client.indices.delete(
         index=f"{s.alias}-*", ignore_unavailable=True, allow_no_indices=True, expand_wildcards="all"
     )

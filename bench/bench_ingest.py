@@ -8,8 +8,8 @@ Run against the running node (``OSRAG_URL``, default http://127.0.0.1:9200)::
 1. Throughput. ``bench/corpus.py`` writes the first ``--chunks`` chunks' documents as Markdown
    files. *Prepared* (untimed): the same files read, chunked and embedded exactly as ingest does
    (``read_document``, ``chunk_document`` with the ingester's config and the model's token
-   counter, ``encode_passages``), turned into ingest's own bulk actions (``versions.chunk_action``).
-   *Raw* (timed): those actions written serially by ingest's bulk writer (``osrag.ingest.bulk.write``,
+   counter, ``encode_passages``), turned into ingest's own bulk actions (``prepared.chunk_action``).
+   *Raw* (timed): those actions written serially by ingest's bulk writer (``osrag.store.bulk.write``,
    one request of ``bulk_chunk_size`` actions in flight, index settings as the template makes
    them) into a fresh index of the
    same kind, then one refresh -- the floor any ingest path pays. *Whole* (timed): ``osrag
@@ -45,15 +45,16 @@ sys.path.insert(0, str(REPO / "bench"))
 import corpus  # noqa: E402
 from bench_common import machine as bench_machine  # noqa: E402
 
-from osrag.admin.installer import Admin  # noqa: E402
 from osrag.chunking import chunk_document  # noqa: E402
-from osrag.ingest import bulk  # noqa: E402
 from osrag.ingest.documents import read_document  # noqa: E402
 from osrag.ingest.indexing import Ingester  # noqa: E402
-from osrag.ingest.versions import chunk_action, document_version, version_key  # noqa: E402
+from osrag.ingest.prepared import chunk_action, document_version  # noqa: E402
 from osrag.ingest.walking import find_files  # noqa: E402
 from osrag.names import state_index, utcnow  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store import bulk  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
+from osrag.store.versions import version_key  # noqa: E402
 from osrag.vocabulary import PIPELINES  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "ingest.md"
@@ -66,7 +67,7 @@ def settings_for(alias: str) -> Settings:
 
 def drop_alias(s: Settings) -> None:
     """Delete every index of ``alias``, its state index, templates and pipelines."""
-    c = Admin(s).cluster.client
+    c = AliasStore(s).cluster.client
     # Two requests: a missing state index (the raw run makes none) would fail a joint delete.
     c.indices.delete(
         index=f"{s.alias}-*", ignore_unavailable=True, allow_no_indices=True, expand_wildcards="all"
@@ -97,7 +98,7 @@ def prepare(files_dir: Path, s: Settings) -> list[tuple[Any, Any, str, Any]]:
 def raw_run(prepared: list[tuple[Any, Any, str, Any]], s: Settings) -> float:
     """The prepared chunks written serially by ingest's bulk writer into a fresh index of the same
     kind, then a refresh: no hidden list, no flip, one request in flight."""
-    admin = Admin(s)
+    admin = AliasStore(s)
     admin.install()
     index = admin.require_index()
     now = utcnow().isoformat()
@@ -111,7 +112,7 @@ def raw_run(prepared: list[tuple[Any, Any, str, Any]], s: Settings) -> float:
 
 
 def whole_run(files_dir: Path, s: Settings, expect: int) -> tuple[float, dict[str, Any]]:
-    Admin(s).install()
+    AliasStore(s).install()
     t0 = time.perf_counter()
     report = Ingester(s).ingest([files_dir])
     took = time.perf_counter() - t0
@@ -131,7 +132,7 @@ def vm_hwm_mib() -> float:
 
 def child(files_dir: str, alias: str) -> None:
     s = settings_for(alias)
-    Admin(s).install()
+    AliasStore(s).install()
     t0 = time.perf_counter()
     report = Ingester(s).ingest([Path(files_dir)])
     print(

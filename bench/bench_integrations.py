@@ -37,7 +37,6 @@ from haystack import Pipeline  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin.installer import Admin  # noqa: E402
 from osrag.envelope import Envelope  # noqa: E402
 from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.integrations import haystack as hs  # noqa: E402
@@ -45,6 +44,7 @@ from osrag.integrations import langchain as lc  # noqa: E402
 from osrag.integrations import llamaindex as li  # noqa: E402
 from osrag.search.client import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "integrations.md"
 ALIAS = "osrag-bench-integrations"
@@ -61,7 +61,7 @@ def settings() -> Settings:
 def build(s: Settings) -> float:
     from tests.integration.conftest import drop_alias
 
-    admin = Admin(s)
+    admin = AliasStore(s)
     drop_alias(admin.cluster.client, s.alias)
     admin.install()
     t0 = time.perf_counter()
@@ -169,7 +169,7 @@ def main() -> int:
     finally:
         from tests.integration.conftest import drop_alias
 
-        drop_alias(Admin(s).cluster.client, s.alias)
+        drop_alias(AliasStore(s).cluster.client, s.alias)
     text = render(times, n_q, args.rounds, built_s, time.perf_counter() - t0)
     args.out.write_text(text, encoding="utf-8")
     print(text)

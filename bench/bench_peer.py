@@ -41,10 +41,10 @@ import corpus_queries  # noqa: E402
 from bench_common import pct  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin.installer import Admin  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
 from osrag.search.client import SearchClient  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
 
 MODEL = "navec:news-300d"
 DEPTH = 40
@@ -128,7 +128,7 @@ def main() -> None:
     load0 = os.getloadavg()
     base = Settings(embedding_model=MODEL, rerank=False)
     emb = embedder_for(base, MODEL)
-    info = Admin(Settings()).cluster.client.info()
+    info = AliasStore(Settings()).cluster.client.info()
 
     def embed(q: str) -> list[float]:
         return [float(x) for x in emb.encode_query(q)]

@@ -35,13 +35,13 @@ from bench_common import machine as bench_machine  # noqa: E402
 from query_report import MODES, write_report  # noqa: E402
 
 from osrag.access import Principal  # noqa: E402
-from osrag.admin.installer import Admin  # noqa: E402
-from osrag.admin.locking import ensure_state_index  # noqa: E402
 from osrag.embedding import embedder_for  # noqa: E402
 from osrag.names import utcnow  # noqa: E402
 from osrag.search.client import SearchClient  # noqa: E402
 from osrag.search.query import vectors_in_source  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
+from osrag.store.locking import ensure_state_index  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "query.md"
 MODEL = "navec:news-300d"
@@ -56,7 +56,7 @@ def settings_for(alias: str, **kw: Any) -> Settings:
 def build(alias: str, items: Any, n: int) -> dict[str, Any]:
     """The index of ``alias`` with ``n`` chunks (reused when it already holds them)."""
     s = settings_for(alias)
-    admin = Admin(s)
+    admin = AliasStore(s)
     client = admin.cluster.client
     index = admin.current_index()
     if index is not None and client.count(index=index)["count"] == n:

@@ -33,7 +33,7 @@ API (all deterministic for a seed)::
     corpus.iter_chunks(n_chunks, count_tokens=navec_token_count, seed=SEED) -> Iterator[(Document, Chunk)]
     corpus_index.iter_embedded(n_chunks, embedder, seed=SEED) -> Iterator[(Document, Chunk, vector)]
     corpus_index.bulk_actions(n_chunks, embedder, index, now) -> Iterator[dict]  (ingest's bulk actions)
-    corpus_index.write_index(cluster, actions, index)  -> dict                 (osrag.ingest.bulk.write, refresh off)
+    corpus_index.write_index(cluster, actions, index)  -> dict                 (osrag.store.bulk.write, refresh off)
     corpus_queries.make_queries(n_queries, n_chunks, seed=SEED) -> list[BenchQuery] (with the relevant chunk)
     corpus_queries.near_duplicates(base, n, seed=SEED) -> Iterator[(Document, Chunk, vector)]
 """

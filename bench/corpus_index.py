@@ -1,9 +1,9 @@
 """The bench corpus (``corpus``) embedded and written the way ingest writes it.
 
 Each chunk gets its own passage embedding; the bulk actions are ingest's own
-(``osrag.ingest.versions.chunk_action``: the stored ``_source`` of ``chunk_source``, the ``_id`` of a
+(``osrag.ingest.prepared.chunk_action``: the stored ``_source`` of ``chunk_source``, the ``_id`` of a
 version key made by ``document_version``), and they go through ingest's bulk writer
-(``osrag.ingest.bulk.write``: its retry policy, its request size and concurrency from the settings).
+(``osrag.store.bulk.write``: its retry policy, its request size and concurrency from the settings).
 The index, its mapping, the alias and the ``{alias}.state`` hidden list are the caller's.
 """
 
@@ -19,8 +19,9 @@ import numpy as np
 
 from osrag.chunking import Chunk, ChunkingConfig, Document
 from osrag.connection import Cluster
-from osrag.ingest import bulk
-from osrag.ingest.versions import chunk_action, document_version, version_key
+from osrag.ingest.prepared import chunk_action, document_version
+from osrag.store import bulk
+from osrag.store.versions import version_key
 
 #: Every bench chunk is cut by the markdown chunker with the default config (``corpus.iter_chunks``).
 STRATEGY = "markdown"
@@ -49,7 +50,7 @@ def corpus_version_key(doc: Document, model_name: str) -> str:
 def actions_for(
     items: Iterable[tuple[Document, Chunk, np.ndarray]], index: str, now: str, model_name: str
 ) -> Iterator[dict[str, Any]]:
-    """Ingest's bulk actions (``osrag.ingest.versions.chunk_action``) for embedded chunks of ``model_name``."""
+    """Ingest's bulk actions (``osrag.ingest.prepared.chunk_action``) for embedded chunks of ``model_name``."""
     keys: dict[str, str] = {}  # doc_id -> version key: a document's chunks come one after another
     for doc, c, vec in items:
         key = keys.get(doc.doc_id)
@@ -73,7 +74,7 @@ def write_index(
     *,
     progress: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
-    """Write ``actions`` into ``index`` with ``osrag.ingest.bulk.write``, refresh off during the write and
+    """Write ``actions`` into ``index`` with ``osrag.store.bulk.write``, refresh off during the write and
     restored after, also on failure. Raises if any item failed after the writer's retries; returns
     counts and timings."""
     client = cluster.client

@@ -6,7 +6,7 @@ Read once per client from ``GET /`` (version) and ``GET /_cat/plugins`` (plugin 
 names into a frozen ``Capabilities`` (or one ``ClusterError`` line naming what is missing),
 and the adaptations (the pipeline bodies, the hybrid request) are derived from it.
 
-Version lines, as probed on 2.19.1 and 3.6.0 nodes (see README, "Server lines"):
+Version lines, as probed on 2.19.1 and 3.6.0 nodes (docs/cluster.md, "Server lines"):
 
 - 2.19: hybrid query with ``pagination_depth``, kNN ``method_parameters``, min-max
   normalization with weights, the ``hybrid_score_explanation`` response processor, RRF
@@ -145,7 +145,7 @@ def serverless_capabilities() -> Capabilities:
 
 #: Command -> what Serverless lacks that the command needs (Amazon's list of the operations a
 #: collection supports, "Supported operations and plugins in Amazon OpenSearch Serverless", has
-#: none of these). ``osrag`` refuses these commands up front with this line; README has the table.
+#: none of these). ``osrag`` refuses these commands up front with this line; docs/auth.md has the table.
 SERVERLESS_LACKS: dict[str, str] = {
     "ingest": (
         "_delete_by_query and _refresh, which ingest's hidden-then-flipped versions need "
@@ -162,7 +162,7 @@ SERVERLESS_FUSION = (
 )
 SERVERLESS_ROLES = (
     "install --roles: Serverless has no security plugin REST API; grant access with a data access "
-    "policy instead (README, Authentication)"
+    "policy instead (docs/auth.md)"
 )
 
 

@@ -71,7 +71,7 @@ def _signer(settings: Settings, asynchronous: bool) -> Any:
     if asynchronous:
         from opensearchpy.helpers.asyncsigner import AWSV4SignerAsyncAuth
 
-        return AWSV4SignerAsyncAuth(creds, region, settings.aws_service)
+        return AWSV4SignerAsyncAuth(creds, region, settings.aws_service)  # type: ignore[arg-type]  # the settings' check requires a region
     from opensearchpy.helpers.signer import Urllib3AWSV4SignerAuth
 
     return Urllib3AWSV4SignerAuth(creds, region, settings.aws_service)

@@ -7,7 +7,7 @@ budgeted selection, or an explicit "nothing relevant found".
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -191,7 +191,7 @@ def render_text(env: Envelope) -> str:
         who = (
             "all access (admin bypass)"
             if a.get("all_access")
-            else "groups " + ", ".join(map(str, a.get("groups") or []))
+            else "groups " + ", ".join(map(str, cast("list[Any]", a.get("groups") or [])))
             if a.get("groups")
             else "public only"
         )

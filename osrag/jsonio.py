@@ -36,10 +36,11 @@ class OrjsonSerializer(JSONSerializer):
     uses it for answers as well as requests)."""
 
     def loads(self, s: str | bytes) -> Any:
+        data: str | bytes | memoryview = s
         if isinstance(s, Utf8Answer):
-            s = memoryview(s)  # orjson takes bytes, not a subclass of them; a view copies nothing
+            data = memoryview(s)  # orjson takes bytes, not a subclass of them; a view copies nothing
         try:
-            return orjson.loads(s)
+            return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise SerializationError(s, exc) from exc
 

@@ -75,7 +75,7 @@ def _build_navec_static(variant: str, models_dir: Path) -> Path:
             try:  # sentence-transformers >= 6; the old path warns there and is gone later
                 from sentence_transformers.sentence_transformer.modules import StaticEmbedding
             except ImportError:  # 5.x
-                from sentence_transformers.models import StaticEmbedding
+                from sentence_transformers.models import StaticEmbedding  # type: ignore[no-redef]
         except ImportError as exc:
             raise ModelError(
                 f"navec:{variant} needs natasha, navec and sentence-transformers (pip install 'osrag[demo]'): {exc}"

@@ -1,8 +1,7 @@
 """The names of what osrag keeps in the cluster for an alias, and the query pieces every
 reader and writer agree on (the closed word sets themselves live in ``osrag.vocabulary``).
 
-The ground floor of the house: admin (installs), indexing (writes), reindex (moves),
-search (reads) all import from here and never from each other for these names. Pure:
+The store (installs, writes), ingest, reindex and search (reads) all import from here and never from each other for these names. Pure:
 no client, no I/O.
 """
 
@@ -48,7 +47,7 @@ def state_index(alias: str) -> str:
 
 
 def index_regex(alias: str) -> str:
-    """The names ``Admin.create_index`` gives the alias's indices (``{alias}-{fingerprint}-{timestamp}``),
+    """The names ``AliasStore.create_index`` gives the alias's indices (``{alias}-{fingerprint}-{timestamp}``),
     as an unanchored regex: ``{alias}-*`` would also match an alias that extends this one."""
     return rf"{re.escape(alias)}-[0-9a-f]{{10}}-[0-9]{{17}}"
 

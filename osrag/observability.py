@@ -24,6 +24,7 @@ client; ``osrag.ingest`` with ``osrag.ingest.embed`` and ``osrag.ingest.write`` 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -31,10 +32,10 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from osrag.errors import InputError
-from osrag.steps import Call, Steps, Work
+from osrag.steps import AsyncTransport, Call, SyncTransport, Transport, Work
 
 if TYPE_CHECKING:
     from osrag.envelope import Envelope
@@ -88,60 +89,81 @@ def _step_name(step: Call | Work) -> str:
 
 
 # ---------------------------------------------------------------- search
-def observe_search(steps: Steps[Envelope], question: str) -> Steps[Envelope]:
-    """``steps`` (the query path's generator) passed through unchanged, counted and timed.
+class _Observed(Transport):
+    """Another transport's answers, counted and timed: what one search records.
 
-    Every step the driver answers goes through here, so the request count and the spans
-    are the same for the sync and the async client. At the end: the search record and one
-    WARNING per degradation note; a failure is one WARNING naming the error class.
+    Every step the driver answers goes through here, so the request count and the spans are the
+    same for the sync and the async client. At the end: the search record and one WARNING per
+    degradation note; a failure is one WARNING naming the error class.
     """
-    tracer = _tracer()
-    span = tracer.start_span("osrag.search") if tracer is not None else None
-    requests = 0
-    t0 = time.perf_counter()
-    try:
-        step = next(steps)
-        while True:
-            if isinstance(step, Call):
-                requests += 1
-            child = _child_span(tracer, span, step)
-            try:
-                result = yield step
-            except GeneratorExit:
-                _end(child)
-                steps.close()
-                raise
-            except BaseException as exc:  # the driver throws the call's failure back in
-                _end(child, exc)
-                step = steps.throw(exc)
-            else:
-                _end(child)
-                step = steps.send(result)
-    except StopIteration as done:
-        env = done.value
-        log_search(env, question, requests)
-        if span is not None:
-            _search_attributes(span, env, question, requests)
-            span.end()
-        return env  # type: ignore[no-any-return]
-    except BaseException as exc:
+
+    def __init__(self, inner: Transport, question: str) -> None:
+        self.inner = inner
+        self.question = question
+        self.tracer = _tracer()
+        self.span = self.tracer.start_span("osrag.search") if self.tracer is not None else None
+        self.requests = 0
+        self.t0 = time.perf_counter()
+
+    async def answer(self, step: Call | Work) -> Any:
+        if isinstance(step, Call):
+            self.requests += 1
+        child = _child_span(self.tracer, self.span, step)
+        try:
+            result = await self.inner.answer(step)
+        except BaseException as exc:
+            _end(child, exc)
+            raise
+        _end(child)
+        return result
+
+    def finished(self, result: Any) -> None:
+        log_search(result, self.question, self.requests)
+        if self.span is not None:
+            _search_attributes(self.span, result, self.question, self.requests)
+            self.span.end()
+
+    def failed(self, exc: BaseException) -> None:
         # A refusal of the caller's own input is the caller's to report (it gets the InputError):
-        # INFO, so a CLI or service does not print it twice; anything else is a WARNING.
+        # INFO, so a CLI or service does not print it twice; anything else is a WARNING. A
+        # search called off (its task cancelled) is no failure of osrag's.
         level = logging.INFO if isinstance(exc, InputError) else logging.WARNING
-        if search_log.isEnabledFor(level) and not isinstance(exc, GeneratorExit):
-            ms = (time.perf_counter() - t0) * 1000
+        called_off = isinstance(exc, (GeneratorExit, asyncio.CancelledError))
+        if search_log.isEnabledFor(level) and not called_off:
+            ms = (time.perf_counter() - self.t0) * 1000
+            question = self.question
             search_log.log(
                 level,
                 "search %s failed after %.0f ms, %d request(s): %s",
                 question_hash(question),
                 ms,
-                requests,
+                self.requests,
                 type(exc).__name__,
                 extra={"osrag": {"question_hash": question_hash(question), "error": type(exc).__name__}},
             )
-        if span is not None:
-            _end(span, exc)
-        raise
+        if self.span is not None:
+            _end(self.span, None if called_off else exc)
+
+
+class _ObservedSync(_Observed, SyncTransport):
+    pass
+
+
+class _ObservedAsync(_Observed, AsyncTransport):
+    pass
+
+
+@overload
+def observe_search(transport: SyncTransport, question: str) -> SyncTransport: ...
+@overload
+def observe_search(transport: AsyncTransport, question: str) -> AsyncTransport: ...
+@overload
+def observe_search(transport: Transport, question: str) -> Transport: ...
+def observe_search(transport: Transport, question: str) -> Transport:
+    """``transport`` answering one search's steps unchanged, counted and timed (``_Observed``)."""
+    if isinstance(transport, AsyncTransport):
+        return _ObservedAsync(transport, question)
+    return _ObservedSync(transport, question)
 
 
 def _child_span(tracer: Any, parent: Any, step: Call | Work) -> Any:
@@ -241,7 +263,7 @@ def file_outcome(path: str, outcome: str, reason: str | None = None) -> None:
 
 
 def log_ingest(report: Any) -> None:
-    """The INFO summary of an ingest (an ``osrag.ingest.ingest_report.IngestReport``) and each failure's reason."""
+    """The INFO summary of an ingest (an ``osrag.ingest.report.IngestReport``) and each failure's reason."""
     for path, reason in getattr(report, "failed", ()):
         file_outcome(path, "failed", reason)
     if not ingest_log.isEnabledFor(logging.INFO):

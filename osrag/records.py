@@ -1,4 +1,4 @@
-"""The records that cross rooms, typed once: an index's ``_meta.osrag`` and a chunk's ``_source``.
+"""The records that cross module boundaries, typed once: an index's ``_meta.osrag`` and a chunk's ``_source``.
 
 Every module that reads or writes them goes through these types, so a renamed key fails here, at
 the seam, and not at run time somewhere else.
@@ -7,6 +7,10 @@ the seam, and not at run time somewhere else.
   Versioned (``schema``); ``IndexMeta.from_mapping`` reads what any osrag wrote, migrating the
   unversioned records of older releases, and keeps keys it does not know (a newer osrag's) so a
   read-modify-write never drops them.
+- ``StoredChunk``: one stored chunk's ``_source``, every field with its mapping type -- the one
+  definition of a stored chunk: the writer (``osrag.ingest.prepared.chunk_source``) builds it, the
+  reader (``ChunkSource.of``) reads it, and a test holds it against the strict mapping
+  (``index_templates/osrag-chunks.json``).
 - ``ChunkSource``: one stored chunk as the read path sees it, built once per hit by
   ``ChunkSource.of`` (a frozen slotted dataclass, not a pydantic model: it is made for every
   candidate of every search, and validation there would cost more than the search's own work).
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict, get_type_hints
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -134,10 +138,70 @@ def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class StoredChunk(TypedDict, total=False):
+    """One chunk's stored ``_source``: each field annotated with its type in the strict mapping.
+
+    A field left out is absent (the writer drops None); the reader defaults it (``ChunkSource``).
+    """
+
+    chunk_id: Annotated[str, "keyword"]
+    doc_id: Annotated[str, "keyword"]
+    ordinal: Annotated[int, "integer"]
+    section_id: Annotated[str, "keyword"]
+    parent_section_id: Annotated[str, "keyword"]
+    kind: Annotated[str, "keyword"]
+    title: Annotated[str, "text"]
+    #: The heading path joined with " > " (a BM25 field of its own).
+    breadcrumb: Annotated[str, "text"]
+    heading_path: Annotated[list[str], "keyword"]
+    text: Annotated[str, "text"]
+    #: What a contextualizer said of the chunk (``osrag.ingest.context``): embedded with the text.
+    context: Annotated[str, "text"]
+    body: Annotated[str, "text"]
+    start: Annotated[int, "integer"]
+    end: Annotated[int, "integer"]
+    version: Annotated[str, "keyword"]
+    version_key: Annotated[str, "keyword"]
+    content_hash: Annotated[str, "keyword"]
+    source: Annotated[str, "keyword"]
+    category: Annotated[str, "keyword"]
+    tenant: Annotated[str, "keyword"]
+    acl: Annotated[list[str], "keyword"]
+    archived: Annotated[bool, "boolean"]
+    token_count: Annotated[int, "integer"]
+    updated_at: Annotated[str, "date"]
+    ingested_at: Annotated[str, "date"]
+    embedding: Annotated[list[float], "knn_vector"]
+    #: Where a converted file's chunk came from (``LOCATION_FIELDS``).
+    source_format: Annotated[str, "keyword"]
+    page: Annotated[int, "integer"]
+    page_end: Annotated[int, "integer"]
+    slide: Annotated[int, "integer"]
+    slide_end: Annotated[int, "integer"]
+    anchor: Annotated[str, "keyword"]
+    url: Annotated[str, "keyword"]
+    #: The file a chunk was read from (``osrag.ingest.stamps.FileStamp``).
+    collection: Annotated[str, "keyword"]
+    origin: Annotated[str, "keyword"]
+    #: Which root folder the file was read from (a hash of its resolved path, never the path).
+    root_id: Annotated[str, "keyword"]
+    file_hash: Annotated[str, "keyword"]
+    includes: Annotated[list[str], "keyword"]
+    #: The ``_id`` in full when it was too long to be one (``osrag.store.versions.bounded_id``).
+    full_id: Annotated[str, "keyword"]
+    #: Front-matter keys osrag does not read (``meta.KEY`` filters).
+    meta: Annotated[dict[str, Any], "flat_object"]
+
+
+def stored_fields() -> dict[str, str]:
+    """Each ``StoredChunk`` field and its mapping type (``keyword``, ``text`` ...)."""
+    hints = get_type_hints(StoredChunk, include_extras=True)
+    return {name: hint.__metadata__[0] for name, hint in hints.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkSource:
-    """One stored chunk as the read path uses it (the strict mapping's fields; see
-    ``osrag.ingest.versions.chunk_source`` for the writer)."""
+    """One stored chunk as the read path uses it: the fields of ``StoredChunk`` that it reads."""
 
     chunk_id: str
     doc_id: str = ""
@@ -166,7 +230,7 @@ class ChunkSource:
 
     @classmethod
     def of(cls, src: Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None) -> ChunkSource:
-        """The one mapping of a stored ``_source`` (and a vector read apart from it) to a record."""
+        """The one mapping of a stored ``_source`` (a ``StoredChunk``; a vector read apart from it) to a record."""
         get = src.get  # made for every candidate of every search: one bound lookup, positional fields
         vec = embedding if embedding is not None else get("embedding")
         if vec is not None and not isinstance(vec, np.ndarray):
@@ -200,6 +264,11 @@ class ChunkSource:
         )
 
 
+def embedding_text(context: str, text: str) -> str:
+    """What is embedded for a chunk: its context, a blank line, its text (the text alone without one)."""
+    return f"{context}\n\n{text}" if context else text
+
+
 #: The location fields a chunk's ``_source`` may carry (converted files, ``--base-url``).
 LOCATION_FIELDS = ("source_format", "page", "page_end", "slide", "slide_end", "anchor", "url")
 #: What ``search()`` reads of a candidate's ``_source``: its passage (``envelope.passage_of``) and
@@ -222,4 +291,14 @@ PASSAGE_FIELDS = (
     *LOCATION_FIELDS,
 )
 
-__all__ = ["LOCATION_FIELDS", "META_SCHEMA", "PASSAGE_FIELDS", "ChunkSource", "IndexMeta", "TokenCounterId"]
+__all__ = [
+    "LOCATION_FIELDS",
+    "META_SCHEMA",
+    "PASSAGE_FIELDS",
+    "ChunkSource",
+    "IndexMeta",
+    "StoredChunk",
+    "TokenCounterId",
+    "embedding_text",
+    "stored_fields",
+]

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     # compression costs more than the bytes it saves (bench/results/peer.md: ~5 ms per search at
     # 10K chunks); on for a cluster behind a slow or metered link.
     http_compress: bool = False
-    # How the client proves who it is (README, "Authentication"). None: basic when OSRAG_USER or the
+    # How the client proves who it is (docs/auth.md). None: basic when OSRAG_USER or the
     # URL's user-info is set, else none. sigv4: AWS request signing (the aws extra), credentials from
     # the standard AWS chain; cert: a client certificate and key (mTLS); header: OSRAG_AUTH_HEADER sent
     # as the Authorization header (a bearer token or an API key), never printed or logged.
@@ -156,7 +156,7 @@ class Settings(BaseSettings):
     # Per-query HNSW breadth (lucene reads it from the query's method_parameters). Re-measured on
     # the realistic 20K-chunk bench index (bench/results/query.md): recall@10 of the kNN head vs
     # exact kNN 0.61 at 40, 0.75 at 100, 0.81 at 200, 0.87 at 400; the latency differences were
-    # within the noise of the loaded machine. (The copy-based corpus gave 0.32 at 400.)
+    # within the bench's noise. (The copy-based corpus gave 0.32 at 400.)
     hnsw_ef_search: Annotated[int, Field(ge=1, le=10_000)] = 400
     rrf_rank_constant: Annotated[int, Field(ge=1, le=10_000)] = 60
     # Fusion of the two heads and its (BM25 head, kNN head) weights (OpenSearch requires them to sum
@@ -234,7 +234,7 @@ class Settings(BaseSettings):
     ingest_workers: Annotated[int, Field(ge=0, le=64)] = 0
     # Bulk requests in flight at once (each with the same retries); 1 writes serially.
     bulk_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
-    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.admin.locking.WriteLock): a
+    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.store.locking.WriteLock): a
     # second one waits this long for the first, then stops with one line naming the holder.
     write_lock_wait_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 120.0
     candidate_depth: Annotated[int, Field(ge=1, le=10_000)] = 40  # 10000: OpenSearch's result window
@@ -272,7 +272,7 @@ class Settings(BaseSettings):
     evidence_order: bool = False
     # recall (default): the budget filled in fused order with non-duplicate chunks that are not
     # filler (long ones past the first two trimmed, see trim_passages);
-    # minimal: only chunks close to the best evidence (leaner, loses answers; see README).
+    # minimal: only chunks close to the best evidence (leaner, loses answers; see docs/usage.md).
     selection: Policy = DEFAULT_POLICY
     # Trim a long passage to its units (sentences, list items, code blocks) that hold the most of the
     # question's IDF-weighted terms, heading line kept, ``…`` for the rest (osrag.search.trimming):

@@ -50,12 +50,17 @@ def _param(params: dict[str, Any], name: str) -> Any:
     return params[name]
 
 
-def load(path: Traversable, params: dict[str, Any]) -> dict[str, Any]:
+def read(path: Traversable) -> dict[str, Any]:
+    """One shipped JSON file as it stands (placeholders not substituted)."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read JSON ({exc})") from exc
-    return render(raw, params)
+    return raw
+
+
+def load(path: Traversable, params: dict[str, Any]) -> dict[str, Any]:
+    return render(read(path), params)
 
 
 def resource(folder: str, name: str) -> Traversable:
@@ -69,6 +74,13 @@ def load_template(name: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def load_pipeline(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return load(resource(PIPELINES_FOLDER, name), params)
+
+
+def chunk_properties() -> dict[str, Any]:
+    """The chunk fields of the strict mapping (``osrag-chunks.json``), as shipped (they take no
+    parameters); the vector field is added per index (``knn-field.json``)."""
+    properties = read(resource(TEMPLATES_FOLDER, "osrag-chunks"))["template"]["mappings"]["properties"]
+    return render(properties, {})  # a placeholder there would be an error
 
 
 def fingerprint(*parts: Any) -> str:

@@ -1,6 +1,6 @@
 """Where a configured budget tokenizer lives (``OSRAG_BUDGET_TOKENIZER``), found without loading it.
 
-Ground floor: standard library only. The settings check the path when they are read (a stat,
+Standard library only. The settings check the path when they are read (a stat,
 no import), and ``osrag.counting`` loads the tokenizer from the same answer on the first search.
 """
 

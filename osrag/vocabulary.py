@@ -2,7 +2,7 @@
 
 Settings validate against these, the envelope types its fields with them, the CLI builds its
 help text from them and the README names them: one place, so a default cannot be one thing
-in the code and another in a help line. The ground floor: imports nothing of osrag, no I/O.
+in the code and another in a help line. Imports nothing of osrag; no I/O.
 
 Each set is a ``Literal`` (for type checkers and pydantic) and a tuple of its values read
 from that ``Literal`` (for membership checks and error lines), so the two cannot drift.

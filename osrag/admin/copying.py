@@ -17,14 +17,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from osrag.admin import locking
 from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
-from osrag.ingest import bulk
-from osrag.ingest.context import embedding_text
-from osrag.ingest.versions import visible_values
 from osrag.names import content_hash, state_index, utcnow, visibility_filter
+from osrag.records import embedding_text
+from osrag.store import bulk, locking
+from osrag.store.versions import visible_values
 
 #: The two copy methods (``ReindexPlan.method``).
 SERVER_SIDE = "server-side _reindex"

@@ -29,7 +29,7 @@ from osrag.errors import ClusterError, ClusterUnavailable, OsragError
 from osrag.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from osrag.admin.installer import Admin
+    from osrag.store.alias import AliasStore
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -55,7 +55,7 @@ AUTH_HINTS = {
     "basic": "check OSRAG_USER/OSRAG_PASSWORD (or user:password@ in OSRAG_URL) and the user's role mapping",
     "sigv4": (
         "check the AWS credentials (aws sts get-caller-identity), OSRAG_AWS_REGION, OSRAG_AWS_SERVICE "
-        "(es for a domain, aoss for Serverless) and the IAM / data access policy (README)"
+        "(es for a domain, aoss for Serverless) and the IAM / data access policy (docs/auth.md)"
     ),
     "cert": "check OSRAG_CLIENT_CERT/KEY, that the cluster's CA signed them and that their DN is mapped to a role",
     "header": "check OSRAG_AUTH_HEADER (expired token?) and OSRAG_AUTH_HEADER_NAME",
@@ -202,9 +202,9 @@ def _engines(cluster: Cluster, version: str) -> list[Check]:
 
 
 def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
-    from osrag.admin.installer import Admin
+    from osrag.store.alias import AliasStore
 
-    admin = Admin(settings, cluster=cluster)
+    admin = AliasStore(settings, cluster=cluster)
     out: list[Check] = []
     try:
         drifts = admin.check()
@@ -237,7 +237,7 @@ def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
     return out
 
 
-def _model(settings: Settings, admin: Admin, index: str) -> Check:
+def _model(settings: Settings, admin: AliasStore, index: str) -> Check:
     from osrag.embedding import embedder_for, require_same_model
 
     try:
@@ -275,7 +275,7 @@ def _new_index_model(settings: Settings) -> Check:
 
 def _reranker(settings: Settings) -> Check:
     """The cross-encoder a search runs: off, not here (said why), or loaded once as a search would."""
-    from osrag.search.rerank_models import load_reranker_model
+    from osrag.search.reranker_loading import load_reranker_model
 
     choice = settings.reranker_choice
     if not settings.rerank:
@@ -371,7 +371,8 @@ def _disk(cluster: Cluster) -> Check:
     text = f"fullest node {worst_node} at {worst:g}% (watermarks low {marks['low']}, high {marks['high']}, flood {marks['flood_stage']})"
     hint = "free disk or add nodes: at the flood stage indices turn read-only and ingest fails"
     for key, level in (("flood_stage", "fail"), ("high", "warn"), ("low", "warn")):
-        if marks[key] is not None and worst >= marks[key]:
+        mark = marks[key]
+        if mark is not None and worst >= mark:
             return Check("disk", level, f"{text}: past the {key.replace('_', ' ')} watermark", hint)  # type: ignore[arg-type]
     return Check("disk", "ok", text)
 

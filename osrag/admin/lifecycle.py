@@ -13,7 +13,7 @@
   whose default search pipeline is one of these keeps the pipeline). Roles made by
   ``install --roles`` are left to the security admin.
 
-Both are writers of the alias: they take its write lock (``osrag.admin.locking.WriteLock``) and
+Both are writers of the alias: they take its write lock (``osrag.store.locking.WriteLock``) and
 register like an ingest batch, so they never interleave with an ingest or a reindex unseen.
 """
 
@@ -24,21 +24,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from osrag.admin.installer import Admin
-from osrag.admin.locking import (
-    WriteLock,
-    describe,
-    holder,
-    lock_state,
-    read_lock,
-    register_writer,
-    unregister_writer,
-)
 from osrag.connection import Cluster
 from osrag.errors import ClusterError, IndexStateError
-from osrag.ingest.versions import VersionStore
 from osrag.names import index_regex, pipeline_name, state_index, template_name
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import (
+    WriteLock,
+    describe,
+    lock_state,
+    read_lock,
+)
+from osrag.store.versions import VersionStore, guarded_remove
 from osrag.vocabulary import PIPELINES
 
 log = logging.getLogger(__name__)
@@ -57,41 +54,16 @@ class DeleteReport:
     kept_hidden: int = 0  # versions whose chunks survived the delete: hidden, never shown again
 
 
-def guarded_remove(
-    cluster: Cluster, store: VersionStore, index: str, keys: list[str], what: str
-) -> list[str]:
-    """``store.remove`` as a registered writer: refused while a reindex holds its lock, and loud
-    when one took it meanwhile (its copy may have carried the removed documents over)."""
-    record = holder()
-    register_writer(cluster, store.alias, record)
-    try:
-        lock = read_lock(cluster, store.alias)
-        if lock:
-            raise IndexStateError(
-                f"{describe(lock)}: {what} refused; run it again when the reindex has finished"
-            )
-        left = store.remove(index, keys)
-        lock = read_lock(cluster, store.alias)
-        if lock:
-            raise IndexStateError(
-                f"{describe(lock)}, which began during {what}: the removed documents may be copied "
-                "into its new index; run the same command again when the reindex has finished"
-            )
-        return left
-    finally:
-        unregister_writer(cluster, store.alias, record.token)
-
-
 def delete_documents(
     settings: Settings,
     doc_ids: list[str] | None = None,
     collection: str | None = None,
-    admin: Admin | None = None,
+    admin: AliasStore | None = None,
 ) -> DeleteReport:
     """Remove documents by id or a whole collection from the index behind the alias (module doc)."""
     if bool(doc_ids) == bool(collection):
         raise IndexStateError("name documents (--doc) or one collection (--collection), not both or neither")
-    admin = admin or Admin(settings)
+    admin = admin or AliasStore(settings)
     cluster = admin.cluster
     index = admin.require_index()
     store = VersionStore(cluster, settings.alias)
@@ -187,11 +159,11 @@ class DropPlan:
         return out
 
 
-def plan_drop(settings: Settings, alias: str | None = None, admin: Admin | None = None) -> DropPlan:
+def plan_drop(settings: Settings, alias: str | None = None, admin: AliasStore | None = None) -> DropPlan:
     """What belongs to ``alias`` (default: the settings' alias) in the cluster; nothing is changed."""
     alias = alias or settings.alias
     s = settings if alias == settings.alias else settings.model_copy(update={"alias": alias})
-    admin = admin or Admin(s)
+    admin = admin or AliasStore(s)
     c = admin.cluster
     client = c.client
     plan = DropPlan(alias)
@@ -283,11 +255,11 @@ def _default_pipelines(cluster: Cluster, dropping: set[str]) -> dict[str, str]:
     return out
 
 
-def drop(settings: Settings, plan: DropPlan, admin: Admin | None = None) -> DropPlan:
+def drop(settings: Settings, plan: DropPlan, admin: AliasStore | None = None) -> DropPlan:
     """Remove what ``plan`` lists, after taking the alias's write lock (an ingest, delete or
     prune running is waited for, bounded) and refusing while a reindex runs. Returns the plan."""
     s = settings if plan.alias == settings.alias else settings.model_copy(update={"alias": plan.alias})
-    admin = admin or Admin(s)
+    admin = admin or AliasStore(s)
     c = admin.cluster
     client = c.client
     lock = read_lock(c, plan.alias) if plan.state_index else None
@@ -332,4 +304,4 @@ def drop(settings: Settings, plan: DropPlan, admin: Admin | None = None) -> Drop
     return plan
 
 
-__all__ = ["DeleteReport", "DropPlan", "delete_documents", "drop", "guarded_remove", "plan_drop"]
+__all__ = ["DeleteReport", "DropPlan", "delete_documents", "drop", "plan_drop"]

@@ -1,7 +1,7 @@
 """Reindex: zero-downtime moves of the corpus into a new concrete index, rollback, cleanup.
 
 Apart from ``admin`` (which installs and names things) because a reindex is a long,
-locked, interruptible job with its own failure handling; it uses ``Admin`` for index
+locked, interruptible job with its own failure handling; it uses ``AliasStore`` for index
 creation, ``_meta`` and the alias switch, and ``osrag.admin.copying`` to move the chunks.
 """
 
@@ -13,14 +13,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from osrag.admin import locking
 from osrag.admin.copying import REEMBED, SERVER_SIDE, IndexCopier
-from osrag.admin.installer import Admin
-from osrag.admin.locking import describe, lock_state
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
-from osrag.lockrecord import LockRecord, earliest
 from osrag.settings import Settings
+from osrag.store import locking
+from osrag.store.alias import AliasStore
+from osrag.store.locking import LockRecord, describe, earliest, lock_state
 
 
 @dataclass
@@ -92,15 +91,15 @@ class Reindexer:
 
     Readers keep using the alias on the old index until a verified new index is
     complete; the switch is one ``_aliases`` request. The old index stays for
-    ``rollback``. The lock is a document created with ``op_type=create`` (``osrag.admin.locking``):
+    ``rollback``. The lock is a document created with ``op_type=create`` (``osrag.store.locking``):
     of two runs exactly one gets it. An ingest re-checks it before every batch and stops loudly
     once it is taken; a batch that was already writing is waited for, and whatever ingests
     wrote into the old index during the copy is copied again before the switch.
     """
 
-    def __init__(self, settings: Settings, admin: Admin | None = None) -> None:
+    def __init__(self, settings: Settings, admin: AliasStore | None = None) -> None:
         self.s = settings
-        self.admin = admin or Admin(settings)
+        self.admin = admin or AliasStore(settings)
         self.cluster = self.admin.cluster
         self.copier = IndexCopier(self.cluster, settings.alias)
         #: What the last ``rollback`` changed for readers (with ``force``, what it gave up).

@@ -31,7 +31,7 @@ client certificate's DN (``OSRAG_AUTH=cert``), a token's subject (``OSRAG_AUTH=h
 JWT domain) or ``backend:NAME`` for a backend role. SigV4 principals (IAM) are not mapped here:
 on an OpenSearch Service domain with fine-grained access control an IAM role ARN is mapped as a
 backend role (``backend:arn:aws:iam::…:role/…``); Serverless has no roles at all, only data
-access policies (README, "Authentication").
+access policies (docs/auth.md).
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ BACKEND_PREFIX = "backend:"
 def mapping_body(current: dict[str, Any], principal: str) -> dict[str, Any]:
     """The role mapping with ``principal`` added, keeping what it had.
 
-    Who a principal is depends on how the client authenticates (README, "Authentication"):
+    Who a principal is depends on how the client authenticates (docs/auth.md):
     basic -- the user name; cert -- the certificate's DN as the ``clientcert`` authenticator
     reports it (``CN=app,O=org``; or one of its attributes when the domain sets
     ``username_attribute``); header (JWT) -- the claim the ``jwt`` domain's ``subject_key``

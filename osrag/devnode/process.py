@@ -30,7 +30,7 @@ from pathlib import Path
 
 from osrag.devnode.plan import Artifact, Module, NodeSpec, choose_jdk, fetch_pom, jdk_range
 from osrag.errors import LauncherError
-from osrag.lockrecord import pid_alive
+from osrag.store.locking import pid_alive
 
 NODE_USER = "osrag-node"
 Log = Callable[[str], None]

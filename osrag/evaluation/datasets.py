@@ -30,7 +30,7 @@ from osrag.chunking import Document, parse_sections
 from osrag.errors import ConfigError
 from osrag.ingest.documents import read_document
 from osrag.ingest.indexing import Ingester
-from osrag.ingest.ingest_report import IngestReport
+from osrag.ingest.report import IngestReport
 from osrag.ingest.walking import collection_of, find_files
 from osrag.records import ChunkSource
 from osrag.search.trimming import GAP, split_header

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from osrag import templates
-from osrag.admin.installer import Admin
 from osrag.envelope import Envelope, Passage
 from osrag.errors import ConfigError
 from osrag.evaluation import metrics
@@ -27,6 +26,7 @@ from osrag.records import ChunkSource
 from osrag.search.candidates import Candidate
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from osrag.vocabulary import PIPELINES
 
 Log = Callable[[str], None]
@@ -141,7 +141,7 @@ def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexV
     s = s.model_copy(update={"alias": alias_for(prefix, evalset.name, variant.key, s)})
     if s.chunk_min_tokens >= s.chunk_max_tokens:
         s = s.model_copy(update={"chunk_min_tokens": s.chunk_max_tokens // 5})
-    admin = Admin(s)
+    admin = AliasStore(s)
     admin.install()
     rep = evalset.ingest(Ingester(s, admin=admin, strategy=variant.strategy))
     if rep.failed and not evalset.tolerates_failed_files:
@@ -160,7 +160,7 @@ def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexV
 
 def put_fusion_pipeline(s: Settings, fusion: str, weights: tuple[float, float]) -> str:
     """A search pipeline with the given fusion and weights, from the shipped JSON file."""
-    admin = Admin(s)
+    admin = AliasStore(s)
     name = f"{s.alias}-{fusion}-{weights[0]:g}-{weights[1]:g}"
     body = templates.load_pipeline(PIPELINES[fusion], {**admin._params(), "weights": list(weights)})
     admin.cluster.call(

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.errors import ConfigError
 from osrag.evaluation import lexical, metrics, report, runs
 from osrag.evaluation.datasets import EvalSet, bucket_facets, load_dataset, load_golden
@@ -23,6 +22,7 @@ from osrag.records import ChunkSource
 from osrag.search.candidates import Candidate
 from osrag.search.client import SearchClient
 from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
+from osrag.store.alias import AliasStore
 
 #: Evaluation scores retrieval over the whole corpus it indexed itself: the admin bypass, said here.
 EVAL_PRINCIPAL = Principal.admin_bypass()
@@ -91,7 +91,7 @@ def _pipeline(s: Settings, c: runs.Config, cache: dict[tuple[str, Any], str]) ->
     if c.mode != "hybrid":
         return None
     if c.fusion is None:
-        return Admin(s).pipeline_name(s.fusion)
+        return AliasStore(s).pipeline_name(s.fusion)
     key = (s.alias, c.fusion)
     if key not in cache:
         cache[key] = runs.put_fusion_pipeline(s, *c.fusion)
@@ -135,7 +135,7 @@ STDLIB_CHECKED = ("bm25", "hybrid")
 
 def stdlib_ranked(s: Settings, evalset: EvalSet, depth: int) -> runs.Ranked:
     """The stdlib reference ranked over every question (filters are not applied: it has none)."""
-    admin = Admin(s)
+    admin = AliasStore(s)
     bm = lexical.SnowballBM25(lexical.index_sources(admin.cluster.client, admin.require_index()))
     out = runs.Ranked(runs.Config(STDLIB, "stdlib-bm25"))
     for q in evalset.queries:
@@ -274,7 +274,7 @@ def evaluate_set(base: Settings, evalset: EvalSet, cfg: EvalConfig, log: runs.Lo
     rows, per_q = score_configs(evalset, ranked, cfg.stat_test)
     buckets, sizes = by_bucket(evalset, per_q)
     summary, nothing, stages = budget_tables(indexed["main"], evalset, ranked, cfg)
-    main = Admin(indexed["main"])
+    main = AliasStore(indexed["main"])
     chunks = main.cluster.call("count", main.cluster.client.count, index=main.require_index())["count"]
     log(f"{evalset.name}: done in {time.perf_counter() - started:.0f} s")
     return {
@@ -328,7 +328,7 @@ def run(base: Settings, cfg: EvalConfig, log: runs.Log = lambda m: None) -> dict
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "command": cfg.command,
         "machine": report.machine_info(),
-        "opensearch": client.admin.cluster.info().get("version", {}).get("number"),
+        "opensearch": client.cluster.info().get("version", {}).get("number"),
         "embedding_model": emb.model_name,
         "embedding_dimension": emb.dimension,
         "reranker": "not measured: no trained cross-encoder is loadable offline on this machine",

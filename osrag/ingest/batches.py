@@ -7,7 +7,7 @@
 - embed: drop the documents another source holds and those whose version is already visible,
   then embed the rest's chunks, reusing the stored vector of every unchanged chunk (``embed``);
 - write: hidden writes and a refresh (``write``); flip: one update of the hidden list shows the
-  batch and hides what it replaces (``flip``; ``osrag.ingest.versions``).
+  batch and hides what it replaces (``flip``; ``osrag.store.versions``).
 
 Each batch is one plain ``Batch``: its documents (with their chunks and vectors) and what the
 stages made of them, as ``FileOutcome`` records. The stages never touch the ingest's report:
@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.embedding import Embedder, embedder_for, require_same_model
 from osrag.errors import DocumentError, WritesRefused
-from osrag.ingest.context import Contextualizer, embedding_text
+from osrag.ingest.context import Contextualizer
 from osrag.ingest.filesync import Item
-from osrag.ingest.ingest_report import FileOutcome
+from osrag.ingest.prepared import PreparedDoc, document_version
 from osrag.ingest.readpool import COUNT_CACHE, ChunkPlan, chunk_outcome, chunks_of, plan_for
-from osrag.ingest.sync import FileStamp
-from osrag.ingest.versions import BatchOutcome, PreparedDoc, VersionStore, document_version, version_key
-from osrag.records import IndexMeta
+from osrag.ingest.report import FileOutcome
+from osrag.ingest.stamps import FileStamp
+from osrag.records import IndexMeta, embedding_text
 from osrag.settings import Settings
+from osrag.store.versions import BatchOutcome, VersionStore, version_key
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ def contexts(doc: Document, chunks: list[Chunk], recipe: Recipe) -> list[str] | 
 
 def version(doc: Document, model_name: str, recipe: Recipe, stamp: FileStamp | None = None) -> str:
     """The version key's hash: the document's text, metadata and the settings that shape its
-    chunks -- and, for a file, its stamp (``osrag.ingest.versions.document_version``)."""
+    chunks -- and, for a file, its stamp (``osrag.ingest.prepared.document_version``)."""
     return document_version(
         doc, recipe.strategy, recipe.config, model_name, stamp, recipe.contextualizer.recipe
     )

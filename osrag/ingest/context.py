@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from osrag.chunking import Chunk, Document
 from osrag.errors import ConfigError, DocumentError
@@ -47,14 +47,6 @@ log = logging.getLogger(__name__)
 
 #: The stored BM25 field (also added to an older index by ingest when a contextualizer is on).
 CONTEXT_FIELD = "context"
-CONTEXT_PROPERTIES: dict[str, Any] = {
-    CONTEXT_FIELD: {
-        "type": "text",
-        "analyzer": "ru_index",
-        "search_analyzer": "ru_search",
-        "search_quote_analyzer": "ru_quote",
-    }
-}
 CONTEXTUALIZERS = ("none", "outline", "chat")
 #: The lead sentence is cut at this many characters (at a word boundary).
 LEAD_MAX_CHARS = 240
@@ -72,11 +64,6 @@ class Contextualizer(Protocol):
     def contexts(self, doc: Document, chunks: Sequence[Chunk]) -> list[str]:
         """One context per chunk, in order. Raises ``DocumentError`` when it cannot."""
         ...
-
-
-def embedding_text(context: str, text: str) -> str:
-    """What is embedded for a chunk: its context, a blank line, its text (the text alone without one)."""
-    return f"{context}\n\n{text}" if context else text
 
 
 # ------------------------------------------------------------------ none
@@ -306,13 +293,11 @@ def contextualizer_for(s: Settings) -> Contextualizer:
 __all__ = [
     "CONTEXTUALIZERS",
     "CONTEXT_FIELD",
-    "CONTEXT_PROPERTIES",
     "ChatContext",
     "ContextCache",
     "Contextualizer",
     "NoContext",
     "OutlineContext",
     "contextualizer_for",
-    "embedding_text",
     "lead_sentence",
 ]

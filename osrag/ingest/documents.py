@@ -33,12 +33,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_FILE_BYTES = 50_000_000
 #: The metadata fields a document carries from front matter or the rules file.
 _DOC_FIELDS = ("category", "tenant", "acl", "updated_at")
-#: The chunk fields the read side adds (as in index_templates/osrag-chunks.json), for indices
-#: made before them: front-matter keys osrag does not read, and the passage's link.
-READ_PROPERTIES: dict[str, Any] = {
-    "meta": {"type": "flat_object"},
-    "url": {"type": "keyword", "index": False},
-}
 
 
 # ---------------------------------------------------------------- options and report
@@ -197,7 +191,7 @@ def read_tree(
     """(shown path, Document or error) for every input under ``paths``, as ``walk`` orders them.
 
     ``before_read(path, root, rules)``: asked before a file is read; what it returns (e.g. the
-    ingest's "unchanged since the last ingest", ``osrag.ingest.sync``) is yielded instead of reading."""
+    ingest's "unchanged since the last ingest", ``osrag.ingest.stamps``) is yielded instead of reading."""
     report = report if report is not None else ReadReport()
     for shown, got in plan_tree(paths, options, report, before_read):
         if isinstance(got, ReadTask):
@@ -253,7 +247,7 @@ def read_document(
         body = conv.markdown
     files = _Recorded(
         root, max_bytes
-    )  # the files its include directives read (osrag.ingest.sync watches them)
+    )  # the files its include directives read (osrag.ingest.stamps watches them)
     if fmt == "markdown":  # the team's dialect -> readable Markdown (osrag.chunking.dialects)
         try:
             reading = read_markdown(body, variables=variables, include=files, key=rel.as_posix())
@@ -437,7 +431,6 @@ def _cut(c: Chunk, max_chars: int, count: Callable[[str], int] | None) -> list[C
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
-    "READ_PROPERTIES",
     "ReadOptions",
     "ReadReport",
     "ReadTask",

@@ -1,6 +1,6 @@
 """The read stage of an ingest: the files under its roots as ``Item``s, unchanged files skipped unread.
 
-``FileSync`` is the file side of an ingest (``osrag.ingest.sync``): it stamps each file before it is
+``FileSync`` is the file side of an ingest (``osrag.ingest.stamps``): it stamps each file before it is
 read, skips a file whose stamp is the one its stored document was written from (the item then
 carries no document), remembers which files it found and which doc_id each gave, and afterwards
 prunes the documents whose file is gone. Documents built in memory are items too
@@ -14,14 +14,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from osrag.admin.lifecycle import guarded_remove
 from osrag.chunking import Chunk, Document
 from osrag.errors import DocumentError
 from osrag.ingest.documents import ReadOptions, ReadReport, plan_tree
-from osrag.ingest.ingest_report import FileOutcome
 from osrag.ingest.readpool import ChunkPlan, ReadPool
+from osrag.ingest.report import FileOutcome
 from osrag.ingest.rules import Rules
-from osrag.ingest.sync import (
+from osrag.ingest.stamps import (
     FileStamp,
     StoredFile,
     Unchanged,
@@ -33,9 +32,9 @@ from osrag.ingest.sync import (
     unchanged,
     with_includes,
 )
-from osrag.ingest.versions import VersionStore
 from osrag.ingest.walking import collection_of, display_path
 from osrag.names import visibility_filter
+from osrag.store.versions import VersionStore, guarded_remove
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class Item:
 
 
 class FileSync:
-    """The file side of an ingest (``osrag.ingest.sync``): stamps files, skips the unchanged ones unread,
+    """The file side of an ingest (``osrag.ingest.stamps``): stamps files, skips the unchanged ones unread,
     remembers which files it found, and prunes the documents whose file is gone."""
 
     def __init__(
@@ -69,7 +68,7 @@ class FileSync:
         self.store = store
         #: ``--replace``: a root may replace (and, with ``--prune``, remove) another root's documents
         self.replace = replace
-        #: (model name, collection, how files are read) -> the recipe of ``osrag.ingest.sync``
+        #: (model name, collection, how files are read) -> the recipe of ``osrag.ingest.stamps``
         self.recipe_key = recipe_key
         self.options = options
         self.read_report = read_report

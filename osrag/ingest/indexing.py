@@ -3,21 +3,21 @@
 The orchestration of the write side. Its stages are ``osrag.ingest.batches``' (read -> parse -> chunk
 -> count -> embed -> write -> flip, one ``Batch`` object each): files are read into documents
 (``osrag.ingest.filesync``, ``osrag.ingest.documents``), chunked and embedded on the ingest's own thread, in
-small batches; each batch is written by ``osrag.ingest.versions.VersionStore`` (hidden writes, then one
+small batches; each batch is written by ``osrag.store.versions.VersionStore`` (hidden writes, then one
 flip, so a re-ingested document replaces its chunks without a reader ever seeing a mix) on one
 writer thread, while the next batch is read and embedded. The report is this thread's alone: a
 written batch comes back with its outcomes, and they are counted here. Every batch first checks
-the reindex lock (``osrag.ingest.ingest_target``, ``osrag.admin.locking``).
+the reindex lock (``osrag.ingest.target``, ``osrag.store.locking``).
 
 A file whose bytes (with the files it includes and the settings that shape its chunks) are
-those its stored document was written from is skipped before it is read (``osrag.ingest.sync``);
+those its stored document was written from is skipped before it is read (``osrag.ingest.stamps``);
 documents whose content hash (which also covers the chunking settings and the model)
 matches the visible version are skipped after reading. A changed document's chunks whose
 text is unchanged keep their stored vectors. The whole ingest holds the alias's write lock
-(``osrag.admin.locking.WriteLock``): writers of one alias take turns, and every flip is fenced. Memory stays flat: documents
+(``osrag.store.locking.WriteLock``): writers of one alias take turns, and every flip is fenced. Memory stays flat: documents
 are read, chunked, embedded and written in small batches, and bulk actions are
 streamed. Bulk items rejected with 429 or failing on timeouts are retried with
-backoff (``osrag.ingest.bulk``, the one retry policy ingest and reindex share); what
+backoff (``osrag.store.bulk``, the one retry policy ingest and reindex share); what
 still fails is reported per item, never dropped.
 """
 
@@ -32,22 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from osrag import counting, observability
-from osrag.admin.installer import Admin
-from osrag.admin.locking import WriteLock
 from osrag.chunking import ChunkingConfig, Document
 from osrag.embedding import Embedder
 from osrag.errors import ConfigError, DocumentError, DocumentSkipped
-from osrag.ingest import batches, ingest_target
+from osrag.ingest import batches, target
 from osrag.ingest.batches import Batch, LazyModel, Recipe, WriteBehind
 from osrag.ingest.context import Contextualizer, contextualizer_for
 from osrag.ingest.documents import ReadOptions, ReadReport
 from osrag.ingest.filesync import FileSync, Item
-from osrag.ingest.ingest_report import FileOutcome, IngestReport, tick
+from osrag.ingest.prepared import PreparedDoc
 from osrag.ingest.readpool import ReadPool
-from osrag.ingest.sync import FileStamp, recipe
-from osrag.ingest.versions import PreparedDoc, VersionStore
+from osrag.ingest.report import FileOutcome, IngestReport, tick
+from osrag.ingest.stamps import FileStamp, recipe
 from osrag.names import utcnow
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import WriteLock
+from osrag.store.versions import VersionStore
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class Ingester:
     def __init__(
         self,
         settings: Settings,
-        admin: Admin | None = None,
+        admin: AliasStore | None = None,
         embedder: Embedder | None = None,
         strategy: str = "markdown",
         *,
@@ -73,9 +74,9 @@ class Ingester:
         self.contextualizer = contextualizer if contextualizer is not None else contextualizer_for(settings)
         #: Replace a document whose stored source is another file (refused by default: two files, one id).
         self.replace = replace
-        self.admin = admin or Admin(settings)
+        self.admin = admin or AliasStore(settings)
         self.cluster = self.admin.cluster
-        #: Where batches are written (hidden writes, one flip): ``osrag.ingest.versions``.
+        #: Where batches are written (hidden writes, one flip): ``osrag.store.versions``.
         self.store = store or VersionStore(self.cluster, settings.alias)
         self._embedder = embedder
         #: The file side of the ingest running now (None between ingests, and for in-memory documents).
@@ -108,7 +109,7 @@ class Ingester:
         ``{collection}/{relative path}``. What reading noticed goes to ``read_report``.
 
         A file whose bytes (and the settings that shape its chunks) are the ones stored is
-        skipped before it is parsed (``osrag.ingest.sync``). ``prune``: afterwards, remove the
+        skipped before it is parsed (``osrag.ingest.stamps``). ``prune``: afterwards, remove the
         documents of the collections written here whose file was not found (or now gives
         another doc_id); only folders may be pruned."""
         if options is None:
@@ -157,10 +158,10 @@ class Ingester:
         prune: bool = False,
     ) -> IngestReport:
         started = time.perf_counter()
-        index, meta = ingest_target.prepare(self.admin, self.s, bool(self.contextualizer.recipe))
+        index, meta = target.prepare(self.admin, self.s, bool(self.contextualizer.recipe))
         model = LazyModel(self.s, meta, self._embedder)
         report = IngestReport(index=index)
-        # One writer of the alias at a time (osrag.admin.locking.WriteLock): two ingests of the same
+        # One writer of the alias at a time (osrag.store.locking.WriteLock): two ingests of the same
         # documents would both read the same current version and both show their own.
         with WriteLock(self.cluster, self.s.alias, f"osrag {what}", self.s.write_lock_wait_s) as lock:
             self.store.lock = lock
@@ -217,14 +218,14 @@ class Ingester:
                     continue
                 written += 1
                 if written == 2:  # a large ingest: periodic refreshes off until it ends
-                    ingest_target.refresh_off(self.admin, index)
+                    target.refresh_off(self.admin, index)
                 batch.written_before = report.indexed
                 behind.submit(functools.partial(self._guarded_write, index), batch)
             self._collect(behind, report, progress)
         finally:
             behind.close()  # no write outlives the ingest, even on an error
             if written >= 2:
-                ingest_target.restore_refresh(self.admin, index)
+                target.restore_refresh(self.admin, index)
 
     def _collect(
         self,
@@ -292,7 +293,7 @@ class Ingester:
 
     def _guarded_write(self, index: str, batch: Batch) -> None:
         """On the writer thread: write and flip one batch while no reindex holds the lock."""
-        ingest_target.guarded(
+        target.guarded(
             self.admin, self.s.alias, batch.paths, batch.written_before, self._write_batch, index, batch
         )
 
@@ -308,7 +309,7 @@ class Ingester:
         return batches.version(doc, model_name, self.recipe, stamp)
 
     def recipe_key(self, model_name: str, collection: str, reading: str = "") -> str:
-        """What shapes a file's chunks besides its bytes (``osrag.ingest.sync.recipe``): osrag's version,
+        """What shapes a file's chunks besides its bytes (``osrag.ingest.stamps.recipe``): osrag's version,
         the chunking settings, the model, the collection and how files are read (``reading``:
         the rules that apply, the base URL)."""
         from osrag import __version__

@@ -45,7 +45,7 @@ from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.chunking.model import MAX_CHARS_PER_TOKEN
 from osrag.errors import DocumentError, DocumentSkipped
 from osrag.ingest.documents import ReadReport, ReadTask, guard_chunks
-from osrag.ingest.ingest_report import FileOutcome
+from osrag.ingest.report import FileOutcome
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def plan_for(embedder: Any, strategy: str, config: ChunkingConfig) -> ChunkPlan 
     if type(embedder).count_tokens is not Embedder.count_tokens or "count_tokens" in vars(embedder):
         return None  # a counter of its own: only this process knows it
     tok = embedder.tokenizer
-    if not all(hasattr(tok, a) for a in ("to_str", "encode", "get_vocab_size")):
+    if tok is None or not all(hasattr(tok, a) for a in ("to_str", "encode", "get_vocab_size")):
         return None
     return ChunkPlan(strategy, config, str(tok.to_str()))
 

@@ -22,9 +22,11 @@ It follows the chain of ``index_templates/osrag-analysis.json`` step by step, as
 Its parameters (stop words, the mapping, the patterns, the delimiter flags, the stemmer) are
 read from the shipped file, and a definition it was not written for is refused
 (``Unsupported``) rather than approximated. The query path uses it only on an index created
-from these files (``osrag.search``: the index's fingerprint), and asks ``_analyze`` otherwise.
+from these files (``Retriever.local_analyzer`` in ``osrag.search.retrieval_steps``: the index's
+fingerprint), and asks ``_analyze`` otherwise.
 ``tests/integration/test_analyzer_parity.py`` compares it with the index's ``_analyze`` on
-every question of the three evaluation sets and fails on any difference.
+every question of the three evaluation sets and fails on any difference. This docstring is the one
+place that says why a second implementation of the JSON analyzer exists and what keeps it honest.
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ from osrag.search.duplicates import duplicate_pairs
 
 __all__ = [
     "KINDS",
-    "Candidate",
     "LeftOut",
+    "ScoredUnit",
     "Selection",
     "SelectionConfig",
     "Unit",
@@ -92,7 +92,7 @@ _WORD = re.compile(r"\w+")
 
 class Unit(Protocol):
     """What :func:`select` reads of a candidate: the read path's ``osrag.search.candidates.Candidate``
-    (walked as it is, no copy per chunk) or a stand-alone ``Candidate`` below."""
+    (walked as it is, no copy per chunk) or a ``ScoredUnit`` made by hand."""
 
     @property
     def chunk_id(self) -> str: ...
@@ -109,7 +109,7 @@ class Unit(Protocol):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ScoredUnit:
     """One retrievable unit with its real token cost and final relevance score (a ``Unit`` made
     by hand: tests, benchmarks and callers of :func:`select` outside the query path)."""
 

@@ -1,15 +1,16 @@
-"""What apps call: ``SearchClient`` (sync), and ``QuerySteps``, the query path it shares with
-``AsyncSearchClient`` (``osrag.search.asearch``): question -> candidates -> reranked -> selected -> envelope.
+"""What apps call: ``SearchClient`` (sync); ``SearchApi``, the public methods it shares with
+``AsyncSearchClient`` (``osrag.search.asearch``); and ``QuerySteps``, the one query path under both:
+question -> candidates -> reranked -> selected -> envelope.
 
 The path is a generator of steps (``osrag.steps``): it yields a ``Call`` when it needs
 OpenSearch and a ``Work`` when it needs the CPU (the question's embedding, the
 cross-encoder, the selection), and is sent back the result. Retrieval and its steps are
-``osrag.search.retriever``; here the rest of the contract: the gate's annotation, the cross-encoder,
+``osrag.search.retrieval_steps``; here the rest of the contract: the gate's annotation, the cross-encoder,
 rank and select (``osrag.search.ranking``, under one ``SelectionPolicy`` read from the settings). One
 ``Candidate`` (``osrag.search.candidates``) travels through every stage; ``Passage`` is the only one
-that leaves. ``SearchClient`` answers each step inline with the sync client;
-``AsyncSearchClient`` awaits ``AsyncOpenSearch`` for a ``Call`` and runs a ``Work`` in a
-thread. The two differ only in how they talk to OpenSearch.
+that leaves. ``osrag.steps.drive`` drives the steps with the client's transport: ``SearchClient``'s
+(``ClusterTransport``) answers each step inline with the sync client; ``AsyncSearchClient``'s awaits
+``AsyncOpenSearch`` for a ``Call`` and runs a ``Work`` in a thread. The two differ only in it.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import functools
 import operator
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from osrag import counting
 from osrag.access import Principal
-from osrag.admin.installer import Admin
+from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.envelope import Envelope, Passage, RerankInfo
 from osrag.errors import InputError, ModelError
@@ -33,11 +34,11 @@ from osrag.search.candidates import Candidate
 from osrag.search.query import parse_filters
 from osrag.search.rerank import Reranker
 from osrag.search.retrieval import Retrieval, elapsed_ms
-from osrag.search.retriever import MODEL_WORK, Retriever
+from osrag.search.retrieval_steps import MODEL_WORK, Retriever
 from osrag.settings import MAX_BUDGET_TOKENS, Settings
-from osrag.steps import Call, Steps, T, Work, run_steps
+from osrag.steps import Call, Steps, SyncTransport, T, Transport, Work, drive
 
-__all__ = ["QuerySteps", "SearchClient"]
+__all__ = ["ClusterTransport", "QuerySteps", "SearchApi", "SearchClient"]
 
 
 class QuerySteps(Retriever):
@@ -196,37 +197,21 @@ class QuerySteps(Retriever):
         return ordered, info
 
 
-class SearchClient(QuerySteps):
-    """What apps call: ``SearchClient(settings).search(question, principal=…, budget_tokens=…, filters=…)``.
+#: What a client's methods give: the value itself (``SearchClient``) or an awaitable of it
+#: (``AsyncSearchClient``) -- ``search``'s envelope, ``retrieve``'s candidates, ``section``'s passages.
+E = TypeVar("E")
+R = TypeVar("R")
+L = TypeVar("L")
 
-    Construction does no I/O; the cluster, the embedding model and the reranker
-    are reached on the first search and reused afterwards.
-    """
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        reranker: Reranker | None = None,
-        principal: Principal | None = None,
-    ) -> None:
-        super().__init__(settings, reranker=reranker, principal=principal)
-        self.admin = Admin(self.s)
-        self.cluster = self.admin.cluster
+class SearchApi(QuerySteps, Generic[E, R, L]):
+    """The public methods, written once for both clients: each drives its steps (``osrag.steps.drive``)
+    with the client's transport, which says whether the answer comes now or is awaited."""
 
-    def _run(self, steps: Steps[T]) -> T:
-        return run_steps(steps, self._answer)
+    _transport: Transport
 
-    def _answer(self, step: Call | Work) -> Any:
-        if isinstance(step, Work):
-            return step.fn()
-        fn = operator.attrgetter(step.method)(self.cluster.client)
-        return self.cluster.call(step.what, fn, **step.kwargs)
-
-    def embedder(self) -> Embedder:
-        if self._index_meta is None:
-            self._run(self._target())
-        return super().embedder()
+    def _drive(self, steps: Steps[Any], transport: Transport | None = None) -> Any:
+        return drive(steps, transport or self._transport)
 
     def retrieve(
         self,
@@ -238,7 +223,7 @@ class SearchClient(QuerySteps):
         pipeline: str | None = None,
         principal: Principal | None = None,
         vectors: bool = True,
-    ) -> Retrieval:
+    ) -> R:
         """The candidates of ``question`` before the gate, rerank and budget: what ``search``
         starts from, for comparing retrieval heads, fusions and depths.
 
@@ -254,9 +239,25 @@ class SearchClient(QuerySteps):
         ``rerank``) are filled by ``search`` only. ``vectors=False`` leaves the stored vectors on
         the server (``source.embedding`` is None): a lighter request for a caller that only
         ranks."""
+        return cast(
+            R,
+            self._drive(self._checked_retrieve(question, mode, depth, filters, principal, pipeline, vectors)),
+        )
+
+    def _checked_retrieve(
+        self,
+        question: str,
+        mode: str,
+        depth: int | None,
+        filters: Mapping[str, Any] | None,
+        principal: Principal | None,
+        pipeline: str | None,
+        vectors: bool,
+    ) -> Steps[Retrieval]:
+        """``_retrieve`` after the caller's principal and filters are checked (when driven, as a search)."""
         who = self.principal_for(principal)
         flt = parse_filters(filters)
-        return self._run(self._retrieve(question, mode, depth, flt, who, pipeline, vectors=vectors))
+        return (yield from self._retrieve(question, mode, depth, flt, who, pipeline, vectors=vectors))
 
     def section(
         self,
@@ -264,7 +265,7 @@ class SearchClient(QuerySteps):
         *,
         principal: Principal | None = None,
         filters: Mapping[str, Any] | None = None,
-    ) -> list[Passage]:
+    ) -> L:
         """The chunks of a section and of its direct subsections, in document order, filtered
         exactly like a search (visibility, archive, ``principal``, ``filters``).
 
@@ -273,7 +274,7 @@ class SearchClient(QuerySteps):
         are predictable (``{doc_id}#{n}``), so a section the principal may not see is empty,
         never a way around the ACL.
         """
-        return self._run(self._section(section_id, principal, filters))
+        return cast(L, self._drive(self._section(section_id, principal, filters)))
 
     def search(
         self,
@@ -287,7 +288,7 @@ class SearchClient(QuerySteps):
         selection: str | None = None,
         selection_config: SelectionConfig | None = None,
         principal: Principal | None = None,
-    ) -> Envelope:
+    ) -> E:
         """The minimal material sufficient to answer ``question`` within the budget, or say so,
         from what ``principal`` may see (the envelope's ``access`` says whom it was filtered for).
 
@@ -295,19 +296,56 @@ class SearchClient(QuerySteps):
         ``selection_config`` overrides the budget walk's knobs (dedup, reserved slot);
         ``tokenizer`` (a callable text -> count) overrides the budget tokenizer
         (``OSRAG_BUDGET_TOKENIZER``); the envelope's ``tokenizer`` says which one counted."""
-        return self._run(
-            observe_search(
-                self._search(
-                    question,
-                    budget_tokens=budget_tokens,
-                    filters=filters,
-                    depth=depth,
-                    rerank=rerank,
-                    tokenizer=tokenizer,
-                    selection=selection,
-                    selection_config=selection_config,
-                    principal=principal,
-                ),
-                question,
-            )
+        steps = self._search(
+            question,
+            budget_tokens=budget_tokens,
+            filters=filters,
+            depth=depth,
+            rerank=rerank,
+            tokenizer=tokenizer,
+            selection=selection,
+            selection_config=selection_config,
+            principal=principal,
         )
+        return cast(E, self._drive(steps, observe_search(self._transport, question)))
+
+
+class ClusterTransport(SyncTransport):
+    """The sync transport: a ``Call`` sent with the cluster's client, a ``Work`` done inline."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    async def answer(self, step: Call | Work) -> Any:
+        if isinstance(step, Work):
+            return step.fn()
+        fn = operator.attrgetter(step.method)(self.cluster.client)
+        return self.cluster.call(step.what, fn, **step.kwargs)
+
+
+class SearchClient(SearchApi[Envelope, Retrieval, list[Passage]]):
+    """What apps call: ``SearchClient(settings).search(question, principal=…, budget_tokens=…, filters=…)``.
+
+    Construction does no I/O; the cluster, the embedding model and the reranker
+    are reached on the first search and reused afterwards.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        reranker: Reranker | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        super().__init__(settings, reranker=reranker, principal=principal)
+        self.cluster = Cluster(self.s)
+        self._transport: SyncTransport = ClusterTransport(self.cluster)
+
+    def _run(self, steps: Steps[T]) -> T:
+        """Steps driven to their value (for tools that drive a part of the path themselves)."""
+        return drive(steps, self._transport)
+
+    def embedder(self) -> Embedder:
+        if self._index_meta is None:
+            self._run(self._target())
+        return super().embedder()

@@ -1,6 +1,6 @@
 """The pieces of one retrieval, each with one job and no I/O: check what was asked, read the
 alias's mapping, gather the question's gate evidence into the request, build the request, read
-the response. ``osrag.querysteps.QuerySteps._retrieve`` strings them together around its
+the response. ``osrag.search.retrieval_steps.Retriever._retrieve`` strings them together around its
 ``Call``/``Work`` steps.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osrag.capabilities import Capabilities, adapt_search_body
-from osrag.errors import IndexStateError, InputError
+from osrag.errors import InputError
 from osrag.records import PASSAGE_FIELDS, IndexMeta
 from osrag.search import gate
 from osrag.search.candidates import Candidate, hits_of, shards_missing
@@ -26,7 +26,6 @@ __all__ = [
     "Retrieval",
     "checked_ask",
     "read_response",
-    "resolve_mapping",
     "search_request",
 ]
 
@@ -89,17 +88,6 @@ def checked_ask(
     if not isinstance(vectors, bool):
         raise InputError(f"vectors must be true or false, got {vectors!r}")
     return Ask(q, lexical_text(q), mode, depth, filters, pipeline, evidence, vectors)
-
-
-def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, IndexMeta, dict[str, Any]]:
-    """(index, its record, mapped fields) from the answer to GET ``{alias}/_mapping``."""
-    names = [k for k in (got or {}) if k not in ("error", "status")]
-    if not names:
-        raise IndexStateError(f"alias {alias} does not exist; run `osrag install` first")
-    if len(names) > 1:
-        raise IndexStateError(f"alias {alias} points to {len(names)} indices: {', '.join(sorted(names))}")
-    mapping = (got or {})[names[0]]["mappings"]
-    return names[0], IndexMeta.from_mapping(mapping), dict(mapping.get("properties") or {})
 
 
 @dataclass(frozen=True)

@@ -119,9 +119,9 @@ def drop_alias(client: Any, alias: str) -> None:
 @pytest.fixture
 def admin(settings: Settings) -> Iterator[Any]:
     """Templates, pipelines and the first index installed for this test's alias; removed after."""
-    from osrag.admin.installer import Admin
+    from osrag.store.alias import AliasStore
 
-    adm = Admin(settings)
+    adm = AliasStore(settings)
     try:
         adm.install()
         yield adm

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin.installer import Admin
 from osrag.errors import InputError
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any
         cache_dir=Settings().models_dir.parent,
         _env_file=None,
     )
-    admin = Admin(s)
+    admin = AliasStore(s)
     drop_alias(admin.cluster.client, s.alias)
     admin.install()
     root = tmp_path_factory.mktemp("acl")
@@ -206,7 +206,7 @@ def test_cli_search_and_section_with_principal_flags(corpus: Settings, tmp_path:
 
 # ------------------------------------------------------------------ document ids
 def test_same_relative_name_under_two_roots_is_two_documents(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     for team in ("teamA", "teamB"):
         (tmp_path / team).mkdir()
@@ -220,7 +220,7 @@ def test_same_relative_name_under_two_roots_is_two_documents(
 
 
 def test_replacing_a_document_from_another_source_needs_replace(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     for d, word in (("x", "первый"), ("y", "второй")):
         (tmp_path / d).mkdir()
@@ -237,7 +237,7 @@ def test_replacing_a_document_from_another_source_needs_replace(
 
 
 # ------------------------------------------------------------------ one giant word
-def test_a_giant_word_is_charged_what_it_costs(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_a_giant_word_is_charged_what_it_costs(admin: AliasStore, settings: Settings, tmp_path: Path) -> None:
     (tmp_path / "giant.md").write_text("---\ndoc_id: giant\n---\n# Слово\n\n" + "ж" * 2_500_000 + "\n")
     report = Ingester(settings).ingest([tmp_path])
     assert report.indexed == 1, report.failed

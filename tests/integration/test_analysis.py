@@ -1,8 +1,8 @@
 """The Russian analysis chain, checked through the installed template on a live node.
 
-Every test installs its own alias (``Admin(settings).install()``), so what is
+Every test installs its own alias (``AliasStore(settings).install()``), so what is
 checked is exactly what ``index_templates/osrag-analysis.json`` puts in the
-cluster: tokens come from ``_analyze`` on the concrete index (``Admin.analyze``),
+cluster: tokens come from ``_analyze`` on the concrete index (``AliasStore.analyze``),
 rankings from the real ingest path (``Ingester``) and the real query path
 (``SearchClient.retrieve``). Nothing is mocked.
 """
@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.connection import make_client
 from osrag.ingest.indexing import Ingester
 from osrag.names import visibility_filter
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias as shared_drop_alias
 
 #: These tests are about other things than access: they read as the admin bypass (no ACL clause).
@@ -47,9 +47,9 @@ def osrag_cleanup(settings: Settings) -> Iterator[Callable[[str], None]]:
 
 
 @pytest.fixture
-def admin(settings: Settings, osrag_cleanup: Callable[[str], None]) -> Admin:
+def admin(settings: Settings, osrag_cleanup: Callable[[str], None]) -> AliasStore:
     """This test's alias, installed from the template files (first index + alias created)."""
-    adm = Admin(settings)
+    adm = AliasStore(settings)
     result = adm.install()
     assert result["created_index"] and result["index"] == result["created_index"]
     return adm
@@ -109,7 +109,7 @@ def phrase_docs(settings: Settings, phrase: str) -> set[str]:
 
 
 # --------------------------------------------------------------------------- stems, ё
-def test_inflections_share_a_stem(admin: Admin) -> None:
+def test_inflections_share_a_stem(admin: AliasStore) -> None:
     assert admin.tokens("Возврата") == admin.tokens("возврат") == ["возврат"]
     # The verb keeps more of its root than the noun: Snowball does not bring it to "возврат".
     assert admin.tokens("возвращать") == ["возвраща"]
@@ -117,14 +117,14 @@ def test_inflections_share_a_stem(admin: Admin) -> None:
     assert admin.tokens("Возврата", "ru_search") == ["возврат"]
 
 
-def test_yo_folds_to_ye(admin: Admin) -> None:
+def test_yo_folds_to_ye(admin: AliasStore) -> None:
     assert admin.tokens("Ёлка") == admin.tokens("елка") == ["елк"]
     assert admin.tokens("Ёлка", "ru_search") == ["елк"]
     assert admin.tokens("Ёлка", "ident") == admin.tokens("елка", "ident") == ["елка"]
 
 
 # --------------------------------------------------------------------------- article numbers
-def test_hyphenated_code_yields_whole_and_parts(admin: Admin) -> None:
+def test_hyphenated_code_yields_whole_and_parts(admin: AliasStore) -> None:
     toks = admin.analyze("LAMP-LIGHT-MINI")
     assert [(t["token"], t["position"]) for t in toks["ru_index"]] == [
         ("lamp-light-mini", 0),
@@ -139,7 +139,7 @@ def test_hyphenated_code_yields_whole_and_parts(admin: Admin) -> None:
 
 
 def test_tea15_is_one_token_and_does_not_match_tea10(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     for analyzer in ("ru_index", "ru_search", "ru_quote", "ident"):
         assert admin.tokens("TEA15", analyzer) == ["tea15"], analyzer
@@ -227,7 +227,7 @@ def _doc_id(identifier: str) -> str:
     ids=[row[0] for row in IDENTIFIERS],
 )
 def test_identifier_tokens(
-    admin: Admin,
+    admin: AliasStore,
     identifier: str,
     ru_index: list[str],
     ru_search: list[str],
@@ -246,7 +246,7 @@ def test_identifier_tokens(
     ids=[row[0] for row in IDENTIFIERS],
 )
 def test_identifier_findable_by_exact_string_and_parts(
-    admin: Admin,
+    admin: AliasStore,
     settings: Settings,
     tmp_path: Path,
     identifier: str,
@@ -266,7 +266,7 @@ def test_identifier_findable_by_exact_string_and_parts(
 
 
 # --------------------------------------------------------------------------- phrases
-def test_phrase_across_identifier_and_negation(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_phrase_across_identifier_and_negation(admin: AliasStore, settings: Settings, tmp_path: Path) -> None:
     ingest(
         settings,
         tmp_path / "docs",
@@ -285,7 +285,7 @@ def test_phrase_across_identifier_and_negation(admin: Admin, settings: Settings,
     assert phrase_docs(settings, "ошибка на лампу") == {"neg-reordered", "neg-missing"}
 
 
-def test_negation_and_modality_are_not_stop_words(admin: Admin) -> None:
+def test_negation_and_modality_are_not_stop_words(admin: AliasStore) -> None:
     assert admin.tokens("не нет нельзя можно") == ["не", "нет", "нельз", "можн"]
     assert admin.tokens("не нет нельзя можно", "ru_search") == ["не", "нет", "нельз", "можн"]
     # Control: the stop filter is active (ordinary function words do go).
@@ -293,7 +293,7 @@ def test_negation_and_modality_are_not_stop_words(admin: Admin) -> None:
 
 
 # --------------------------------------------------------------------------- BM25 ranking
-def test_bm25_ranking(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_bm25_ranking(admin: AliasStore, settings: Settings, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     write_doc(docs, "tea15", "Артикул TEA15: зелёный чай в пачке 100 г.", title="Чай")
     write_doc(docs, "tea10", "Артикул TEA10: чёрный чай в пачке 100 г.", title="Чай")
@@ -334,7 +334,7 @@ def test_bm25_ranking(admin: Admin, settings: Settings, tmp_path: Path) -> None:
 ARCHIVED_TEXT = "Вскрытую пачку зелёного чая можно вернуть в течение 14 дней, сохранив чек."
 
 
-def test_filters_apply_to_both_heads(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_filters_apply_to_both_heads(admin: AliasStore, settings: Settings, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     write_doc(docs, "archived-return", ARCHIVED_TEXT, title="Возврат чая", category="returns", archived=True)
     write_doc(
@@ -416,11 +416,11 @@ STEMMERS = [
 
 
 def test_russian_vs_light_russian(
-    admin: Admin, settings: Settings, unique_name: str, osrag_cleanup: Callable[[str], None]
+    admin: AliasStore, settings: Settings, unique_name: str, osrag_cleanup: Callable[[str], None]
 ) -> None:
     light_settings = settings.model_copy(update={"stemmer": "light_russian", "alias": unique_name + "-light"})
     osrag_cleanup(light_settings.alias)
-    light = Admin(light_settings)
+    light = AliasStore(light_settings)
     light.install()
     assert light.meta().stemmer == "light_russian" and admin.meta().stemmer == "russian"
     # The aliases are separate: each one's template (and stemmer) is on its own index.

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from osrag.admin.installer import Admin
 from osrag.search import gate
 from osrag.search.analyzer import search_analyzer
 from osrag.search.client import SearchClient
 from osrag.search.query import lexical_text
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
@@ -57,7 +57,7 @@ def _questions() -> list[tuple[str, str]]:
 
 
 def test_the_python_analyzer_gives_the_index_tokens_on_every_eval_question(
-    admin: Admin, settings: Settings
+    admin: AliasStore, settings: Settings
 ) -> None:
     client, index = admin.cluster.client, admin.require_index()
     local = search_analyzer(settings.stemmer)
@@ -91,7 +91,7 @@ def test_the_python_analyzer_gives_the_index_tokens_on_every_eval_question(
 
 
 def test_search_uses_it_only_on_an_index_made_from_the_shipped_template(
-    admin: Admin, settings: Settings
+    admin: AliasStore, settings: Settings
 ) -> None:
     sc = SearchClient(settings)
     index, meta = sc._run(sc._target())

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, AsyncSearchClient, Principal, SearchClient
-from osrag.admin.installer import Admin
 from osrag.envelope import Envelope
 from osrag.errors import IndexStateError, InputError
 from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def comparable(env: Envelope) -> dict[str, Any]:
 
 
 @pytest.fixture
-def corpus(admin: Admin, settings: Settings, tmp_path: Path) -> Settings:
+def corpus(admin: AliasStore, settings: Settings, tmp_path: Path) -> Settings:
     report = Ingester(settings).ingest([write_corpus(tmp_path / "kb")])
     assert report.failed == [], report.failed
     return settings
@@ -128,8 +128,8 @@ def test_fifty_concurrent_searches_equal_the_sync_answers(corpus: Settings) -> N
             finally:
                 done.set()
                 await tick
-            assert client._client is not None  # the pool was used ...
-        assert client._client is None  # ... and closed by ``async with``
+            assert client._transport.client is not None  # the pool was used ...
+        assert client._transport.client is None  # ... and closed by ``async with``
         return list(answers), max(stalls, default=0.0)
 
     t0 = time.perf_counter()
@@ -208,3 +208,34 @@ def test_concurrent_reranked_searches_equal_the_sync_answers(corpus: Settings, t
     answers = asyncio.run(main())
     for i, got in enumerate(answers):
         assert comparable(got) == comparable(expected[i % len(questions)]), questions[i % len(questions)]
+
+
+def test_both_clients_give_the_same_answers_to_every_public_method(corpus: Settings) -> None:
+    """The congruence of the one method set: search, retrieve and section, one question at a time."""
+    sync = SearchClient(corpus)
+
+    def retrieved(r: Any) -> list[tuple[str, int, float]]:
+        return [(h.chunk_id, h.rank, round(h.fused, 6)) for h in r.hits]
+
+    async def main() -> list[tuple[Any, Any]]:
+        pairs: list[tuple[Any, Any]] = []
+        async with AsyncSearchClient(corpus) as client:
+            for q, who, f, b in QUESTIONS:
+                env = await client.search(q, principal=who, filters=f, budget_tokens=b)
+                pairs.append(
+                    (comparable(sync.search(q, principal=who, filters=f, budget_tokens=b)), comparable(env))
+                )
+                got = await client.retrieve(q, principal=who, filters=f, depth=20)
+                pairs.append(
+                    (retrieved(sync.retrieve(q, principal=who, filters=f, depth=20)), retrieved(got))
+                )
+                for p in env.passages:
+                    if p.section_id:
+                        sec = await client.section(p.section_id, principal=who)
+                        pairs.append((sync.section(p.section_id, principal=who), sec))
+        return pairs
+
+    pairs = asyncio.run(main())
+    assert len(pairs) > 2 * len(QUESTIONS)  # some sections were asked too
+    for want, got in pairs:
+        assert got == want

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.admin.roles import API, desired_roles, install_roles, map_user, role_names, security_request
 from osrag.admin.status import read_status
 from osrag.connection import Cluster, make_client
@@ -27,6 +26,7 @@ from osrag.ingest.indexing import Ingester
 from osrag.search.asearch import AsyncSearchClient
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 from tests.integration.test_roles import secured_settings, write_docs
 
@@ -67,7 +67,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CertWorld]:
     cert, key, dn = node.client_cert_files("osrag-test-app")
     other_cert, other_key, _ = node.client_cert_files("osrag-test-unmapped")
     cluster = Cluster(admin)
-    Admin(admin).install()
+    AliasStore(admin).install()
     install_roles(cluster, alias)
     map_user(cluster, role_names(alias)["writer"], dn)
     map_user(cluster, role_names(alias)["admin"], dn)  # status reads templates and pipelines (drift)

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.admin.reindex import Reindexer
 from osrag.admin.status import read_status
 from osrag.connection import make_client
@@ -25,6 +24,7 @@ from osrag.ingest.indexing import Ingester
 from osrag.search.asearch import AsyncSearchClient
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 from tests.integration.sigv4_proxy import FixedCredentials, SigV4Proxy, verify
 
@@ -86,7 +86,7 @@ def _corpus(root: Path) -> Path:
 def test_install_ingest_search_reindex_status_through_a_verifying_proxy(
     signed: Settings, proxy: SigV4Proxy, tmp_path: Path
 ) -> None:
-    Admin(signed).install()
+    AliasStore(signed).install()
     report = Ingester(signed).ingest([_corpus(tmp_path / "kb")])
     assert report.indexed == len(FILES) and not report.failed
 
@@ -103,7 +103,7 @@ def test_install_ingest_search_reindex_status_through_a_verifying_proxy(
     plan = Reindexer(signed).run()
     st = read_status(signed)
     assert st.alias == signed.alias and plan.target
-    assert Admin(signed).current_index() == plan.target
+    assert AliasStore(signed).current_index() == plan.target
     # Every request went through the proxy, signed and verified; none was refused.
     assert proxy.refused == []
     assert proxy.verified > 20
@@ -140,12 +140,12 @@ def test_wrong_secret_and_wrong_region_are_refused(
 ) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     with pytest.raises(ClusterError, match="signature we calculated does not match"):
-        Admin(signed).cluster.info()
+        AliasStore(signed).cluster.info()
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", proxy.creds.secret_key)
     other = signed.model_copy(update={"aws_region": "us-east-1"})
     with pytest.raises(ClusterError, match="scoped to eu-north-1/es"):
-        Admin(other).cluster.info()
-    assert Admin(signed).cluster.info()["version"]["number"]
+        AliasStore(other).cluster.info()
+    assert AliasStore(signed).cluster.info()["version"]["number"]
     assert len(proxy.refused) == 2
 
 

@@ -15,9 +15,9 @@ import pytest
 from tokenizers import Tokenizer
 
 from osrag import PUBLIC, SearchClient
-from osrag.admin.installer import Admin
 from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.test_async import DOCS, write_corpus
 from tests.unit.test_counting import tiny_bpe
 
@@ -36,14 +36,14 @@ def count_with(tok: Tokenizer, text: str) -> int:
 
 
 @pytest.fixture
-def corpus(admin: Admin, settings: Settings, tmp_path: Path) -> Settings:
+def corpus(admin: AliasStore, settings: Settings, tmp_path: Path) -> Settings:
     report = Ingester(settings).ingest([write_corpus(tmp_path / "kb")])
     assert report.failed == [] and report.indexed == len(DOCS), report.failed
     return settings
 
 
 def test_ingest_records_who_counted_and_the_default_reuses_it(corpus: Settings) -> None:
-    meta = Admin(corpus).meta()
+    meta = AliasStore(corpus).meta()
     assert meta.counter.name == "navec:news-300d"
     assert meta.counter.kind == "embedding-model"
     assert str(meta.counter.fingerprint).startswith("sha256:")

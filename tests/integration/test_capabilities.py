@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.capabilities import detect
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 
-def test_installed_rrf_pipeline_is_what_the_line_takes(admin: Admin) -> None:
+def test_installed_rrf_pipeline_is_what_the_line_takes(admin: AliasStore) -> None:
     caps = detect(admin.cluster)
     body = admin.installed("search pipeline", admin.pipeline_name("rrf"))
     assert body is not None
@@ -26,7 +26,7 @@ def test_installed_rrf_pipeline_is_what_the_line_takes(admin: Admin) -> None:
 
 
 def test_copies_of_one_text_take_one_candidate_on_every_line(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     text = "# Гарантия\n\nНа настольную лампу LAMP-LIGHT-MINI действует гарантия два года с даты покупки.\n"
     kb = tmp_path / "kb"

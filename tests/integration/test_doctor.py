@@ -10,14 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from osrag.admin.doctor import diagnose, exit_code
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
 
-def test_an_installed_alias_passes_every_check(admin: Admin, settings: Settings) -> None:
+def test_an_installed_alias_passes_every_check(admin: AliasStore, settings: Settings) -> None:
     checks = {c.name: c for c in diagnose(settings)}
     assert [n for n, c in checks.items() if c.status == "fail"] == []
     assert checks["alias"].detail.startswith(f"{settings.alias} -> {settings.alias}-")

@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from osrag.admin import lifecycle
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.ingest.indexing import Ingester
-from osrag.ingest.versions import VersionStore
 from osrag.names import pipeline_name, state_index, visibility_filter
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.versions import VersionStore
 from osrag.vocabulary import PIPELINES
 from tests.integration.conftest import drop_alias
 
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def admin(settings: Settings) -> Iterator[Admin]:
-    adm = Admin(settings)
+def admin(settings: Settings) -> Iterator[AliasStore]:
+    adm = AliasStore(settings)
     try:
         adm.install()
         yield adm
@@ -52,7 +52,7 @@ def write_tree(root: Path, names: Sequence[str]) -> Path:
     return root
 
 
-def visible_docs(admin: Admin, visible: bool = True) -> dict[str, int]:
+def visible_docs(admin: AliasStore, visible: bool = True) -> dict[str, int]:
     filters = [visibility_filter(admin.alias)] if visible else []
     resp = admin.cluster.client.search(
         index=admin.alias,
@@ -82,13 +82,13 @@ def exists(client: Any, kind: str, name: str) -> bool:
 
 
 def test_drop_refuses_without_yes_then_removes_only_what_the_alias_owns(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     client = admin.cluster.client
     Ingester(settings).ingest([write_tree(tmp_path / "kb", ["a", "b"])])
     # A second alias whose name extends this one ("x" vs "x-light"): its indices match "x-*".
     light = settings.model_copy(update={"alias": f"{admin.alias}-light"})
-    light_admin = Admin(light)
+    light_admin = AliasStore(light)
     light_admin.install()
     try:
         light_index = light_admin.current_index()
@@ -127,7 +127,9 @@ def test_drop_refuses_without_yes_then_removes_only_what_the_alias_owns(
         drop_alias(client, light.alias)
 
 
-def test_drop_keeps_a_component_another_template_is_composed_of(admin: Admin, settings: Settings) -> None:
+def test_drop_keeps_a_component_another_template_is_composed_of(
+    admin: AliasStore, settings: Settings
+) -> None:
     client = admin.cluster.client
     other = f"{admin.alias}-borrower"
     client.indices.put_index_template(
@@ -146,7 +148,7 @@ def test_drop_keeps_a_component_another_template_is_composed_of(admin: Admin, se
 
 
 def test_delete_a_document_is_atomic_and_leaves_the_others(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     Ingester(settings).ingest([write_tree(tmp_path / "kb", ["a", "b", "c"])])
     before = visible_docs(admin)
@@ -179,7 +181,7 @@ def test_delete_a_document_is_atomic_and_leaves_the_others(
 
 
 def test_delete_a_collection_and_refuse_what_is_not_there(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     Ingester(settings).ingest(
         [write_tree(tmp_path / "kb", ["a", "b"]), write_tree(tmp_path / "other", ["a"])]

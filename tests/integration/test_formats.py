@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests import fixtures_gen as gen
 from tests.integration.conftest import drop_alias
 
@@ -36,8 +36,8 @@ def small_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def admin(small_settings: Settings) -> Iterator[Admin]:
-    adm = Admin(small_settings)
+def admin(small_settings: Settings) -> Iterator[AliasStore]:
+    adm = AliasStore(small_settings)
     try:
         adm.install()
         yield adm
@@ -88,7 +88,7 @@ def _found(client: SearchClient, question: str, doc_id: str, phrase: str) -> dic
 
 
 def test_mixed_folder_is_indexed_with_locations_and_bad_files_reported(
-    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no stray .env
     kb = _corpus(tmp_path)

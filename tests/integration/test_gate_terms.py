@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.embedding import embedder_for
 from osrag.ingest.indexing import Ingester
 from osrag.names import pipeline_name
@@ -17,6 +16,7 @@ from osrag.search import gate
 from osrag.search.candidates import hits_of
 from osrag.search.query import candidates_body
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
@@ -38,7 +38,7 @@ def _tokens(client: Any, index: str, analyzer: str, text: str) -> list[str]:
     return [t["token"] for t in got["tokens"]]
 
 
-def test_word_by_word_analysis_equals_the_whole_question(admin: Admin) -> None:
+def test_word_by_word_analysis_equals_the_whole_question(admin: AliasStore) -> None:
     """What lets ``WordTerms`` cache per word: the analyzer's terms of a question are the union of
     its words' terms (whitespace tokenizer, token-local filters)."""
     client, index = admin.cluster.client, admin.require_index()
@@ -56,7 +56,7 @@ def test_word_by_word_analysis_equals_the_whole_question(admin: Admin) -> None:
 
 
 def test_probes_give_each_hit_its_terms_and_never_change_the_ranking(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     root = tmp_path / "docs"
     root.mkdir()
@@ -115,7 +115,7 @@ def test_a_code_is_required_only_when_the_index_vouches_for_it(settings: Setting
     from tests.integration.conftest import drop_alias
     from tests.integration.test_async import write_corpus
 
-    admin = Admin(settings)
+    admin = AliasStore(settings)
     admin.install()
     try:
         rep = Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])

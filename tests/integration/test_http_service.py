@@ -30,9 +30,9 @@ jwt = pytest.importorskip("jwt")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from osrag.admin.installer import Admin  # noqa: E402
 from osrag.ingest.indexing import Ingester  # noqa: E402
 from osrag.settings import Settings  # noqa: E402
+from osrag.store.alias import AliasStore  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -134,7 +134,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         cache_dir=Settings().models_dir.parent,
         _env_file=None,
     )
-    admin = Admin(s)
+    admin = AliasStore(s)
     drop_alias(admin.cluster.client, s.alias)
     admin.install()
     root = tmp_path_factory.mktemp("http-corpus")

@@ -19,22 +19,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from osrag.admin.installer import Admin
-from osrag.admin.locking import acquire, ensure_state_index, release
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError, IndexStateError
 from osrag.ingest.indexing import Ingester
-from osrag.ingest.versions import VersionStore
-from osrag.lockrecord import LockRecord
 from osrag.names import state_index, visibility_filter
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import LockRecord, acquire, ensure_state_index, release
+from osrag.store.versions import VersionStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
 
 
 # ------------------------------------------------------------------ fixtures and helpers
-def cleanup(admin: Admin) -> None:
+def cleanup(admin: AliasStore) -> None:
     """Remove everything install and ingest create for this test's alias."""
     drop_alias(admin.cluster.client, admin.alias)
 
@@ -46,8 +45,8 @@ def small_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def admin(small_settings: Settings) -> Iterator[Admin]:
-    adm = Admin(small_settings)
+def admin(small_settings: Settings) -> Iterator[AliasStore]:
+    adm = AliasStore(small_settings)
     try:
         adm.install()
         yield adm
@@ -74,7 +73,7 @@ def sectioned(marker: str, sections: int, extra: str = "", doc_id: str | None = 
 
 
 def count(
-    admin: Admin, doc_id: str | None = None, visible: bool = True, query: dict[str, Any] | None = None
+    admin: AliasStore, doc_id: str | None = None, visible: bool = True, query: dict[str, Any] | None = None
 ) -> int:
     filters: list[dict[str, Any]] = []
     if doc_id is not None:
@@ -87,7 +86,7 @@ def count(
     return int(admin.cluster.client.count(index=admin.alias, body=body)["count"])
 
 
-def versions(admin: Admin, doc_id: str, visible: bool = True) -> Counter[str]:
+def versions(admin: AliasStore, doc_id: str, visible: bool = True) -> Counter[str]:
     filters: list[dict[str, Any]] = [{"term": {"doc_id": doc_id}}]
     if visible:
         filters.append(visibility_filter(admin.alias))
@@ -98,12 +97,12 @@ def versions(admin: Admin, doc_id: str, visible: bool = True) -> Counter[str]:
     return Counter(h["_source"]["version_key"] for h in resp["hits"]["hits"])
 
 
-def hidden(admin: Admin) -> list[str]:
+def hidden(admin: AliasStore) -> list[str]:
     got = admin.cluster.client.get(index=state_index(admin.alias), id="hidden", ignore=[404])
     return list((got.get("_source") or {}).get("keys") or [])
 
 
-def token_sum(admin: Admin) -> int:
+def token_sum(admin: AliasStore) -> int:
     resp = admin.cluster.client.search(
         index=admin.alias,
         body={
@@ -115,7 +114,7 @@ def token_sum(admin: Admin) -> int:
     return int(resp["aggregations"]["t"]["value"])
 
 
-def matching_docs(admin: Admin, word: str) -> set[str]:
+def matching_docs(admin: AliasStore, word: str) -> set[str]:
     resp = admin.cluster.client.search(
         index=admin.alias,
         body={
@@ -135,7 +134,9 @@ def reasons(report: Any) -> dict[str, str]:
 
 # ------------------------------------------------------------------ ingest, skip, update
 @pytest.mark.compat
-def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Settings, tmp_path: Path) -> None:
+def test_ingest_counts_search_skip_and_update(
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
+) -> None:
     corpus = tmp_path / "kb"
     write(
         corpus / "tea.md",
@@ -187,7 +188,7 @@ def test_ingest_counts_search_skip_and_update(admin: Admin, small_settings: Sett
 
 # ------------------------------------------------------------------ bad input
 def test_bad_files_fail_one_by_one_and_the_rest_is_indexed(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     s = small_settings.model_copy(update={"max_file_bytes": 50_000})
     corpus = tmp_path / "kb"
@@ -216,7 +217,7 @@ def test_bad_files_fail_one_by_one_and_the_rest_is_indexed(
 
 
 def test_fifty_megabyte_file_rejected_by_size_without_reading(
-    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert small_settings.max_file_bytes == 50_000_000  # the default limit
     corpus = tmp_path / "kb"
@@ -252,7 +253,7 @@ def test_fifty_megabyte_file_rejected_by_size_without_reading(
 
 
 def test_model_mismatch_refused_before_anything_is_written(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     write(tmp_path / "a.md", sectioned("чай", 2))
     other = small_settings.model_copy(update={"embedding_model": "minilm:packaged"})
@@ -268,7 +269,7 @@ def test_model_mismatch_refused_before_anything_is_written(
 
 
 def test_embedder_of_another_dimension_refused(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     """Same model name, different vectors (e.g. a replaced model dir): refused, says reindex."""
     from sentence_transformers import SentenceTransformer
@@ -298,7 +299,7 @@ def test_embedder_of_another_dimension_refused(
 
 # ------------------------------------------------------------------ atomic replacement
 def test_replacement_is_atomic_under_concurrent_reads(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     doc = write(tmp_path / "kb" / "d.md", sectioned("альфа", 8, doc_id="D"))
     v1_text, v2_text = doc.read_text(encoding="utf-8"), sectioned("бета", 5, "Другой текст.", doc_id="D")
@@ -350,7 +351,7 @@ def test_replacement_is_atomic_under_concurrent_reads(
 
 
 def test_without_the_visibility_filter_a_mix_is_stored_before_the_flip(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     """Deterministic: at the moment of the flip both versions are stored; only the filter hides one."""
     doc = write(tmp_path / "d.md", sectioned("альфа", 6, doc_id="D"))
@@ -373,7 +374,7 @@ def test_without_the_visibility_filter_a_mix_is_stored_before_the_flip(
 
 # ------------------------------------------------------------------ bulk failures
 def test_bulk_item_failure_reported_and_no_partial_chunks_left(
-    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     corpus = tmp_path / "kb"
     write(corpus / "ok.md", sectioned("лампа", 3))
@@ -425,7 +426,7 @@ def test_bulk_item_failure_reported_and_no_partial_chunks_left(
 
 # ------------------------------------------------------------------ reindex lock
 def test_reindex_lock_refuses_ingest_until_cleared(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     write(tmp_path / "a.md", sectioned("чай", 2))
     ensure_state_index(admin.cluster, admin.alias)
@@ -441,7 +442,7 @@ def test_reindex_lock_refuses_ingest_until_cleared(
 
 # ------------------------------------------------------------------ CLI
 def test_cli_ingest_json_summary_and_exit_code(
-    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from click.testing import CliRunner
 
@@ -484,7 +485,7 @@ def test_cli_ingest_json_summary_and_exit_code(
 
 # ------------------------------------------------------------------ duplicates, failed deletes
 def test_duplicate_doc_id_across_batches_is_refused(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     s = small_settings.model_copy(update={"ingest_batch_docs": 1})  # every file its own batch
     write(tmp_path / "a.md", sectioned("чай", 2, doc_id="same"))
@@ -499,7 +500,7 @@ def test_duplicate_doc_id_across_batches_is_refused(
 
 
 def test_chunks_that_survive_the_delete_stay_hidden(
-    admin: Admin, small_settings: Settings, tmp_path: Path
+    admin: AliasStore, small_settings: Settings, tmp_path: Path
 ) -> None:
     doc = write(tmp_path / "d.md", sectioned("альфа", 6, doc_id="D"))
     Ingester(small_settings).ingest([doc])
@@ -518,7 +519,7 @@ def test_chunks_that_survive_the_delete_stay_hidden(
 
 
 def test_cli_ingest_shows_the_readers_notes(
-    admin: Admin, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, small_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from click.testing import CliRunner
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from osrag.admin.installer import Admin
-from osrag.admin.locking import WriteLock, WriteLockHeld, WriteLost, ensure_state_index, read_writer
 from osrag.errors import IndexStateError
 from osrag.ingest.indexing import Ingester
-from osrag.ingest.versions import VersionStore
 from osrag.names import HIDDEN_ID, state_index, visibility_filter
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import WriteLock, WriteLockHeld, WriteLost, ensure_state_index, read_writer
+from osrag.store.versions import VersionStore
 from tests.integration.test_races import finish, popen
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def write_tree(root: Path, label: str) -> Path:
     return kb
 
 
-def visible(admin: Admin) -> dict[str, dict[str, set[str]]]:
+def visible(admin: AliasStore) -> dict[str, dict[str, set[str]]]:
     """doc_id -> {"v": version keys, "c": categories} over the chunks readers see."""
     resp = admin.cluster.client.search(
         index=admin.alias,
@@ -71,7 +71,7 @@ def visible(admin: Admin) -> dict[str, dict[str, set[str]]]:
 
 
 def test_two_ingests_of_the_same_documents_leave_one_version_each(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     for r in range(ROUNDS):
         a = write_tree(tmp_path / f"r{r}a", f"r{r}a")
@@ -90,7 +90,7 @@ def test_two_ingests_of_the_same_documents_leave_one_version_each(
         assert {c for v in seen.values() for c in v["c"]} <= {f"r{r}a", f"r{r}b"}
 
 
-def test_second_writer_waits_bounded_then_names_the_holder(admin: Admin, settings: Settings) -> None:
+def test_second_writer_waits_bounded_then_names_the_holder(admin: AliasStore, settings: Settings) -> None:
     cluster = admin.cluster
     ensure_state_index(cluster, admin.alias)
     with WriteLock(cluster, admin.alias, "osrag ingest of /docs", wait_s=0) as first:
@@ -108,7 +108,7 @@ def test_second_writer_waits_bounded_then_names_the_holder(admin: Admin, setting
     assert read_writer(cluster, admin.alias) is None  # released on exit
 
 
-def _plant(admin: Admin, record: dict[str, object]) -> None:
+def _plant(admin: AliasStore, record: dict[str, object]) -> None:
     admin.cluster.client.update(
         index=state_index(admin.alias),
         id=HIDDEN_ID,
@@ -117,7 +117,7 @@ def _plant(admin: Admin, record: dict[str, object]) -> None:
     )
 
 
-def test_dead_holder_and_expired_lease_are_taken_over(admin: Admin) -> None:
+def test_dead_holder_and_expired_lease_are_taken_over(admin: AliasStore) -> None:
     cluster = admin.cluster
     ensure_state_index(cluster, admin.alias)
     far = int(time.time() * 1000) + 3_600_000
@@ -134,7 +134,7 @@ def test_dead_holder_and_expired_lease_are_taken_over(admin: Admin) -> None:
         assert read_writer(cluster, admin.alias).token == lock.token
 
 
-def test_a_writer_that_lost_its_lease_shows_nothing(admin: Admin) -> None:
+def test_a_writer_that_lost_its_lease_shows_nothing(admin: AliasStore) -> None:
     cluster = admin.cluster
     ensure_state_index(cluster, admin.alias)
     store = VersionStore(cluster, admin.alias)
@@ -156,7 +156,7 @@ def test_a_writer_that_lost_its_lease_shows_nothing(admin: Admin) -> None:
     assert read_writer(cluster, admin.alias).token == "other"  # release leaves another's lock alone
 
 
-def test_cli_refusal_is_one_line(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_cli_refusal_is_one_line(admin: AliasStore, settings: Settings, tmp_path: Path) -> None:
     kb = write_tree(tmp_path / "t", "y")
     ensure_state_index(admin.cluster, admin.alias)
     with WriteLock(admin.cluster, admin.alias, "osrag ingest of elsewhere", wait_s=0):

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,9 @@ def _docs(settings: Settings, principal: Principal = PUBLIC, **filters: Any) -> 
     return {h.source.doc_id: h.source for h in hits}
 
 
-def test_a_docs_tree_ingests_with_rules_meta_and_skips(admin: Admin, settings: Settings, tree: Path) -> None:
+def test_a_docs_tree_ingests_with_rules_meta_and_skips(
+    admin: AliasStore, settings: Settings, tree: Path
+) -> None:
     code, report, _ = _ingest(settings, str(tree), "--base-url", "https://docs.example.com/ru")
     assert code == 0, report["failures"]  # skips are not failures
     assert report["failures"] == []
@@ -144,7 +146,7 @@ def test_a_docs_tree_ingests_with_rules_meta_and_skips(admin: Admin, settings: S
     assert all(len(s.text) <= settings.chunk_max_tokens * 20 for s in word.values())
 
 
-def test_strict_makes_skips_fail(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_strict_makes_skips_fail(admin: AliasStore, settings: Settings, tmp_path: Path) -> None:
     root = tmp_path / "kb"
     write(root / "a.md", "# A\n\nТекст.\n")
     write(root / "blank.md", "   \n")
@@ -154,7 +156,9 @@ def test_strict_makes_skips_fail(admin: Admin, settings: Settings, tmp_path: Pat
     assert code == 1 and report["failures"] == []
 
 
-def test_a_file_name_that_is_not_utf8_fails_alone(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_a_file_name_that_is_not_utf8_fails_alone(
+    admin: AliasStore, settings: Settings, tmp_path: Path
+) -> None:
     """Issue 29: such a name aborted the whole ingest (0 indexed) with an OpenSearch parse error."""
     root = tmp_path / "kb"
     write(root / "a.md", "# A\n\nТекст про доставку.\n")

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from osrag.admin.installer import Admin
 from osrag.ingest import indexing
 from osrag.ingest.indexing import Ingester
 from osrag.ingest.readpool import POOL_MIN_FILES, ReadPool
 from osrag.names import visibility_filter
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def _tree(root: Path) -> Path:
     return root
 
 
-def _chunks(admin: Admin) -> list[tuple[Any, ...]]:
+def _chunks(admin: AliasStore) -> list[tuple[Any, ...]]:
     resp = admin.cluster.client.search(
         index=admin.alias,
         body={
@@ -66,7 +66,7 @@ def test_workers_ingest_what_the_ingest_thread_ingests(
     got = []
     for workers in (2, 0):
         s = settings.model_copy(update={"alias": f"{settings.alias}-w{workers}", "ingest_workers": workers})
-        admin = Admin(s)
+        admin = AliasStore(s)
         try:
             admin.install()
             report = Ingester(s).ingest([kb])

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 from opensearchpy.exceptions import RequestError
 
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.connection import make_client
 from osrag.errors import ClusterError
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from osrag.vocabulary import PIPELINES
 from tests.integration.test_analysis import admin, osrag_cleanup  # noqa: F401  (shared fixtures)
 
@@ -34,7 +34,7 @@ def _alias_indices(settings: Settings) -> dict[str, dict]:
     return {k: v.get("aliases", {}) for k, v in got.items() if k not in ("error", "status")}
 
 
-def _drift_pipeline(admin: Admin, rank_constant: int = 10) -> str:
+def _drift_pipeline(admin: AliasStore, rank_constant: int = 10) -> str:
     """Change the RRF pipeline on the server behind osrag's back; returns its name."""
     name = admin.pipeline_name("rrf")
     body = copy.deepcopy(admin.desired_pipelines()[name])
@@ -55,7 +55,7 @@ def _cli_env(settings: Settings) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- install / check
 @pytest.mark.compat
-def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:
+def test_install_is_idempotent(admin: AliasStore, settings: Settings) -> None:
     first = admin.current_index()
     before = _alias_indices(settings)
     assert list(before) == [first]
@@ -70,7 +70,7 @@ def test_install_is_idempotent(admin: Admin, settings: Settings) -> None:
 
 
 @pytest.mark.compat
-def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:
+def test_check_reports_pipeline_drift_until_reinstalled(admin: AliasStore) -> None:
     assert admin.check() == []
     name = _drift_pipeline(admin, rank_constant=10)
 
@@ -90,7 +90,7 @@ def test_check_reports_pipeline_drift_until_reinstalled(admin: Admin) -> None:
 def test_check_on_missing_alias_reports_everything_missing(
     settings: Settings, osrag_cleanup: Callable[[str], None]
 ) -> None:
-    adm = Admin(settings)  # nothing installed for this alias
+    adm = AliasStore(settings)  # nothing installed for this alias
     drifts = adm.check()
     alias = settings.alias
     expected = {
@@ -103,7 +103,7 @@ def test_check_on_missing_alias_reports_everything_missing(
         assert d.differences in (["missing in cluster"], ["no index behind the alias"]), d
 
 
-def test_index_meta_records_the_model(admin: Admin, settings: Settings) -> None:
+def test_index_meta_records_the_model(admin: AliasStore, settings: Settings) -> None:
     index = admin.require_index()
     meta = admin.meta(index)
     assert meta.embedding_model == "navec:news-300d"
@@ -118,7 +118,7 @@ def test_index_meta_records_the_model(admin: Admin, settings: Settings) -> None:
     assert mapping["dynamic"] == "strict"
 
 
-def test_strict_mapping_refuses_unknown_fields(admin: Admin, settings: Settings) -> None:
+def test_strict_mapping_refuses_unknown_fields(admin: AliasStore, settings: Settings) -> None:
     client = admin.cluster.client
     # Control: a document with known fields goes in through the alias.
     ok = client.index(index=settings.alias, body={"chunk_id": "ok", "text": "Лампа LAMP-LIGHT"}, refresh=True)
@@ -137,7 +137,7 @@ def test_strict_mapping_refuses_unknown_fields(admin: Admin, settings: Settings)
 
 # --------------------------------------------------------------------------- CLI
 def test_cli_install_check_exit_codes(
-    admin: Admin,
+    admin: AliasStore,
     settings: Settings,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -162,7 +162,7 @@ def test_cli_install_check_exit_codes(
 
 
 def test_cli_analyze_prints_tokens(
-    admin: Admin,
+    admin: AliasStore,
     settings: Settings,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

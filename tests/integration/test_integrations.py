@@ -61,7 +61,7 @@ MANY = "доставка и возврат чая"  # three passages: a budget o
 @pytest.fixture(scope="module")
 def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """The corpus in this module's own alias, ingested once; everything removed after."""
-    from osrag.admin.installer import Admin
+    from osrag.store.alias import AliasStore
 
     settings = Settings(
         url=opensearch_url,
@@ -76,7 +76,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         acl_line = f"acl: [{', '.join(acl)}]\n" if acl else ""
         front = f"---\ndoc_id: {doc_id}\ntitle: {doc_id}\ncategory: shop\n{acl_line}---\n"
         (root / f"{doc_id}.md").write_text(front + body, encoding="utf-8")
-    adm = Admin(settings)
+    adm = AliasStore(settings)
     try:
         adm.install()
         report = Ingester(settings).ingest([root], options=ReadOptions(base_url=BASE_URL))
@@ -227,7 +227,7 @@ def test_haystack_component_in_pipelines(corpus: Settings) -> None:
             apipe = Pipeline()  # Haystack 3 runs one pipeline both ways; run_async awaits run_async
             apipe.add_component("retriever", OsragRetriever(client, async_client=aclient, principal=PUBLIC))
             out = await apipe.run_async({"retriever": {"query": MANY, "budget_tokens": tight}})
-            assert aclient._client is not None  # the component's run_async ran, on the async client
+            assert aclient._transport.client is not None  # the component's run_async ran, on the async client
             return out
 
     tight = tight_budget(client.search(MANY, principal=PUBLIC))

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.admin.status import read_status
 from osrag.errors import ModelError
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_install_writes_nothing_when_the_model_cannot_load(settings: Settings, tmp_path: Path) -> None:
     s = settings.model_copy(update={"embedding_model": str(tmp_path / "no-such-model")})
-    admin = Admin(s)
+    admin = AliasStore(s)
     client = admin.cluster.client
     try:
         with pytest.raises(ModelError, match="no such directory"):
@@ -40,7 +40,7 @@ def test_install_writes_nothing_when_the_model_cannot_load(settings: Settings, t
         drop_alias(client, s.alias)
 
 
-def test_the_index_records_how_its_model_was_chosen(admin: Admin, settings: Settings) -> None:
+def test_the_index_records_how_its_model_was_chosen(admin: AliasStore, settings: Settings) -> None:
     meta = admin.meta(admin.require_index())
     assert meta.embedding_model == "navec:news-300d"
     assert (
@@ -53,7 +53,7 @@ def test_the_index_records_how_its_model_was_chosen(admin: Admin, settings: Sett
 
 
 def test_a_default_reranker_that_is_not_here_is_said_once_and_not_logged(
-    admin: Admin, settings: Settings, caplog: pytest.LogCaptureFixture
+    admin: AliasStore, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     s = settings.model_copy(update={"rerank": True})  # the default cross-encoder, not named
     if s.reranker_choice.name is not None:

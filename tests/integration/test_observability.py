@@ -17,7 +17,6 @@ import pytest
 from pydantic import SecretStr
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.admin.status import read_status
 from osrag.cli import main
 from osrag.errors import ClusterError, OsragError
@@ -25,6 +24,7 @@ from osrag.ingest.indexing import Ingester
 from osrag.observability import question_hash, records_text
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.sigv4_proxy import FixedCredentials, SigV4Proxy
 from tests.integration.test_auth_sigv4 import aws_env  # noqa: F401 -- a fixture
 
@@ -72,7 +72,7 @@ def _as(settings: Settings, **update: object) -> Settings:
 
 
 def test_no_record_of_a_run_carries_a_secret(
-    admin: Admin,
+    admin: AliasStore,
     settings: Settings,
     aws_env: FixedCredentials,
     opensearch_url: str,
@@ -126,7 +126,7 @@ def test_no_record_of_a_run_carries_a_secret(
 
 
 def test_a_search_record_and_a_warning_for_the_degradation(
-    admin: Admin, settings: Settings, caplog: pytest.LogCaptureFixture
+    admin: AliasStore, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="osrag"):
         env = SearchClient(settings).search(QUESTION, principal=ALL, budget_tokens=400)
@@ -143,7 +143,7 @@ def test_a_search_record_and_a_warning_for_the_degradation(
 
 
 def test_ingest_logs_each_file_and_a_summary(
-    admin: Admin, settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    admin: AliasStore, settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     kb = _kb(tmp_path / "kb")
     (kb / "broken.pdf").write_bytes(b"not a pdf")

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from osrag.admin.installer import Admin
 from osrag.embedding import embedder_for
 from osrag.errors import ConfigError
 from osrag.ingest import batches, documents
 from osrag.ingest.indexing import Ingester
 from osrag.names import visibility_filter
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = pytest.mark.integration
@@ -35,8 +35,8 @@ def small(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def admin(small: Settings) -> Iterator[Admin]:
-    adm = Admin(small)
+def admin(small: Settings) -> Iterator[AliasStore]:
+    adm = AliasStore(small)
     try:
         adm.install()
         yield adm
@@ -63,7 +63,7 @@ def tree(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def docs(admin: Admin, visible: bool = True) -> dict[str, int]:
+def docs(admin: AliasStore, visible: bool = True) -> dict[str, int]:
     """doc_id -> chunk count."""
     filters = [visibility_filter(admin.alias)] if visible else []
     resp = admin.cluster.client.search(
@@ -81,7 +81,7 @@ def docs(admin: Admin, visible: bool = True) -> dict[str, int]:
 class Counting:
     """The index's embedder, counting what it is asked to embed."""
 
-    def __init__(self, settings: Settings, admin: Admin) -> None:
+    def __init__(self, settings: Settings, admin: AliasStore) -> None:
         self.emb = embedder_for(settings, meta=admin.meta())
         self.texts: list[str] = []
         real = self.emb.encode_passages
@@ -94,7 +94,7 @@ class Counting:
 
 
 def test_unchanged_files_are_skipped_unread_and_no_model_is_loaded(
-    admin: Admin, small: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, small: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kb = tree(
         tmp_path / "kb", {"a.md": page("чай", 3), "b/c.md": page("лампы", 2), "d.md": page("доставка", 2)}
@@ -115,7 +115,7 @@ def test_unchanged_files_are_skipped_unread_and_no_model_is_loaded(
 
 
 def test_a_changed_file_re_embeds_only_its_changed_chunks(
-    admin: Admin, small: Settings, tmp_path: Path
+    admin: AliasStore, small: Settings, tmp_path: Path
 ) -> None:
     kb = tree(tmp_path / "kb", {"a.md": page("чай", 4), "b.md": page("лампы", 2)})
     Ingester(small).ingest([kb])
@@ -138,7 +138,7 @@ def test_a_changed_file_re_embeds_only_its_changed_chunks(
 
 
 def test_prune_removes_documents_whose_file_is_gone_in_that_collection_only(
-    admin: Admin, small: Settings, tmp_path: Path
+    admin: AliasStore, small: Settings, tmp_path: Path
 ) -> None:
     kb = tree(
         tmp_path / "kb", {"a.md": page("чай", 2), "old.md": page("архив", 2), "sub/x.md": page("лампы", 2)}
@@ -167,7 +167,7 @@ def test_prune_removes_documents_whose_file_is_gone_in_that_collection_only(
 
 
 def test_a_file_that_fails_to_read_has_its_document_withdrawn_not_pruned(
-    admin: Admin, small: Settings, tmp_path: Path
+    admin: AliasStore, small: Settings, tmp_path: Path
 ) -> None:
     kb = tree(tmp_path / "kb", {"a.md": page("чай", 2), "b.md": page("лампы", 2)})
     Ingester(small).ingest([kb])
@@ -181,7 +181,7 @@ def test_a_file_that_fails_to_read_has_its_document_withdrawn_not_pruned(
 
 
 def test_long_cyrillic_path_and_collection_are_indexed_with_their_batch(
-    admin: Admin, small: Settings, tmp_path: Path
+    admin: AliasStore, small: Settings, tmp_path: Path
 ) -> None:
     # ~270 Cyrillic characters of path below the root (~540 bytes), in folders within the
     # file system's 255-byte name limit, plus a long collection name.
@@ -207,7 +207,7 @@ def test_long_cyrillic_path_and_collection_are_indexed_with_their_batch(
 
 
 def test_an_edited_include_file_re_reads_the_pages_that_include_it(
-    admin: Admin, small: Settings, tmp_path: Path
+    admin: AliasStore, small: Settings, tmp_path: Path
 ) -> None:
     kb = tree(
         tmp_path / "kb",

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC
-from osrag.admin.installer import Admin
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ class Requests:
 
 
 @pytest.fixture
-def ingested(admin: Admin, settings: Settings, tmp_path: Path) -> Settings:
+def ingested(admin: AliasStore, settings: Settings, tmp_path: Path) -> Settings:
     Ingester(settings).ingest([write(tmp_path / "docs", DOCS)])
     return settings
 
@@ -157,7 +157,7 @@ def test_candidates_vectors_come_by_script_field_and_equal_the_stored_ones(inges
 def test_a_cached_index_that_was_deleted_is_resolved_again(ingested: Settings, tmp_path: Path) -> None:
     sc = SearchClient(ingested.model_copy(update={"target_cache_ttl_s": 3600.0}), principal=PUBLIC)
     old = sc.retrieve("доставка курьер").index
-    admin = Admin(ingested)
+    admin = AliasStore(ingested)
     new = admin.create_index()
     client = admin.cluster.client
     client.reindex(body={"source": {"index": old}, "dest": {"index": new}}, refresh=True)
@@ -184,7 +184,7 @@ def test_equal_texts_take_one_candidate_slot(ingested: Settings, server_side: bo
 
 
 def test_a_many_batch_ingest_restores_refresh_and_repairs_a_crashed_one(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     index = admin.require_index()
     client = admin.cluster.client

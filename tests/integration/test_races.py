@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from osrag.admin.installer import Admin
-from osrag.admin.locking import read_lock
 from osrag.admin.reindex import Reindexer
 from osrag.names import visibility_filter
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import read_lock
 from tests.integration.test_reindex import alias_targets, cli_env
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def write_corpus(root: Path, version: str, n: int = DOCS) -> Path:
     return root
 
 
-def versions_visible(admin: Admin) -> dict[str, set[str]]:
+def versions_visible(admin: AliasStore) -> dict[str, set[str]]:
     """doc_id -> the categories (v1/v2) of its visible chunks, read through the alias."""
     resp = admin.cluster.client.search(
         index=admin.alias,
@@ -78,7 +78,7 @@ def versions_visible(admin: Admin) -> dict[str, set[str]]:
 
 
 def test_two_reindexes_at_once_one_wins_and_nothing_is_orphaned(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     p = popen(settings, tmp_path, "ingest", str(write_corpus(tmp_path / "kb", "v1", 60)))
     assert finish(p)[0] == 0
@@ -125,7 +125,7 @@ def test_two_reindexes_at_once_one_wins_and_nothing_is_orphaned(
 
 
 def test_reindex_during_ingest_ends_with_every_update_visible(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     v1 = write_corpus(tmp_path / "v1", "v1")
     assert finish(popen(settings, tmp_path, "ingest", str(v1)))[0] == 0
@@ -176,15 +176,15 @@ def test_reindex_during_ingest_ends_with_every_update_visible(
 
 
 def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
-    admin: Admin, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    admin: AliasStore, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The narrow case the register exists for: a batch passed its lock check just before the
     reindex took the lock and writes while the copy runs. Without the catch-up its updates would
     stay behind in the old index."""
     import threading
 
-    from osrag.admin import locking
     from osrag.ingest.indexing import Ingester
+    from osrag.store import locking
 
     kb = write_corpus(tmp_path / "kb", "v1", 30)
     assert Ingester(settings).ingest([kb]).indexed == 30
@@ -209,10 +209,10 @@ def test_a_batch_that_got_in_before_the_lock_is_waited_for_and_copied_again(
     assert t.is_alive(), result
     # The batch writes now (its lock check passed before the lock existed).
     write_corpus(tmp_path / "kb", "v2", 10)
-    import osrag.ingest.ingest_target
+    import osrag.ingest.target
 
     monkeypatch.setattr(
-        osrag.ingest.ingest_target, "read_lock", lambda cluster, alias: None
+        osrag.ingest.target, "read_lock", lambda cluster, alias: None
     )  # its checks saw no lock
     assert Ingester(settings).ingest([kb]).indexed == 10
     locking.unregister_writer(admin.cluster, settings.alias, batch.token)

@@ -24,16 +24,15 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
-from osrag.admin.locking import LOCK_ID, ensure_state_index, read_lock
 from osrag.admin.reindex import Reindexer
 from osrag.admin.status import status
 from osrag.errors import ConfigError, IndexStateError
 from osrag.ingest.indexing import Ingester
-from osrag.lockrecord import LockRecord
 from osrag.names import state_index
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import LOCK_ID, LockRecord, ensure_state_index, read_lock
 from tests.integration.conftest import drop_alias
 
 #: These tests are about other things than access: they read as the admin bypass (no ACL clause).
@@ -156,13 +155,13 @@ def indexed_ops(client: Any, index: str) -> int:
     return int(got["indices"][index]["primaries"]["indexing"]["index_total"])
 
 
-def lock_of(admin: Admin, index: str) -> LockRecord | None:
+def lock_of(admin: AliasStore, index: str) -> LockRecord | None:
     """The reindex lock of the alias (a document in its state index; ``index`` is not needed)."""
     return read_lock(admin.cluster, admin.alias)
 
 
-def put_lock(admin: Admin, **record: Any) -> None:
-    """Stand in for another reindex: its lock document, as ``osrag.admin.locking.acquire`` writes it."""
+def put_lock(admin: AliasStore, **record: Any) -> None:
+    """Stand in for another reindex: its lock document, as ``osrag.store.locking.acquire`` writes it."""
     ensure_state_index(admin.cluster, admin.alias)
     admin.cluster.client.index(
         index=state_index(admin.alias), id=LOCK_ID, body={"lock": {"token": "other", **record}}, refresh=True
@@ -171,7 +170,7 @@ def put_lock(admin: Admin, **record: Any) -> None:
 
 # ------------------------------------------------------------------ readers during a reindex
 def test_searches_during_reindex_all_succeed_and_alias_always_names_one_index(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", [p.stem for p in sorted(GOLDEN.glob("*.md"))], copies=2))
     client = admin.cluster.client
@@ -255,7 +254,7 @@ def test_searches_during_reindex_all_succeed_and_alias_always_names_one_index(
 
 # ------------------------------------------------------------------ a reindex killed midway
 def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     corpus = make_corpus(tmp_path / "kb", KILL)
     ingest(settings, corpus)
@@ -337,7 +336,9 @@ def test_killed_reindex_leaves_alias_and_searches_and_rerun_cleans_up(
 
 
 # ------------------------------------------------------------------ a model with another dimension
-def test_reindex_to_a_model_with_another_dimension(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_reindex_to_a_model_with_another_dimension(
+    admin: AliasStore, settings: Settings, tmp_path: Path
+) -> None:
     corpus = make_corpus(tmp_path / "kb", SMALL)
     ingest(settings, corpus)
     client = admin.cluster.client
@@ -373,7 +374,7 @@ def test_reindex_to_a_model_with_another_dimension(admin: Admin, settings: Setti
 # ------------------------------------------------------------------ same model: server-side _reindex
 @pytest.mark.compat
 def test_server_side_reindex_keeps_identical_results(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", KILL))
     old = admin.current_index()
@@ -392,7 +393,7 @@ def test_server_side_reindex_keeps_identical_results(
         assert copy["embedding"] == hit["_source"]["embedding"] and copy["text"] == hit["_source"]["text"]
 
 
-def test_reindex_before_the_first_ingest(admin: Admin, settings: Settings) -> None:
+def test_reindex_before_the_first_ingest(admin: AliasStore, settings: Settings) -> None:
     """A freshly installed, empty index (no state index yet) can be planned and reindexed."""
     old = admin.current_index()
     plan = Reindexer(settings).plan()
@@ -403,7 +404,9 @@ def test_reindex_before_the_first_ingest(admin: Admin, settings: Settings) -> No
 
 # ------------------------------------------------------------------ rollback
 @pytest.mark.compat
-def test_rollback_restores_previous_results_exactly(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_rollback_restores_previous_results_exactly(
+    admin: AliasStore, settings: Settings, tmp_path: Path
+) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", SMALL))
     client = admin.cluster.client
     old = admin.current_index()
@@ -433,7 +436,7 @@ def test_rollback_restores_previous_results_exactly(admin: Admin, settings: Sett
 
 # ------------------------------------------------------------------ cleanup and dry-run
 def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", SMALL[:2]))
     client = admin.cluster.client
@@ -459,7 +462,7 @@ def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing
     # An alias whose name extends this one: its indices match "{alias}-*" too, and are not ours.
     neighbour = settings.model_copy(update={"alias": f"{settings.alias}-light"})
     try:
-        theirs = Admin(neighbour).install()["index"]
+        theirs = AliasStore(neighbour).install()["index"]
         assert theirs.startswith(f"{settings.alias}-") and theirs not in names(r)
 
         second = r.run().target
@@ -471,7 +474,7 @@ def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == f"deleted: {first}, {third}"
         assert names(r) == [second] and admin.current_index() == second
-        assert exists(client, theirs) and Admin(neighbour).current_index() == theirs
+        assert exists(client, theirs) and AliasStore(neighbour).current_index() == theirs
         # Questions this two-document corpus answers (the LAMP one is answered by no document here:
         # since the exact-form subfield is asked only with the codes, BM25 rightly finds nothing).
         assert all(top10(settings, (QUERIES[0], QUERIES[2])).values())
@@ -488,7 +491,9 @@ def test_cleanup_keep_0_never_deletes_the_live_index_and_dry_run_changes_nothing
         drop_alias(client, neighbour.alias)
 
 
-def test_cleanup_keep_1_keeps_the_newest_old_index(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_cleanup_keep_1_keeps_the_newest_old_index(
+    admin: AliasStore, settings: Settings, tmp_path: Path
+) -> None:
     ingest(settings, make_corpus(tmp_path / "kb", SMALL[:1]))
     r = Reindexer(settings)
     first = admin.current_index()
@@ -500,7 +505,7 @@ def test_cleanup_keep_1_keeps_the_newest_old_index(admin: Admin, settings: Setti
 
 # ------------------------------------------------------------------ the lock: interrupted, live, foreign, aborted
 def test_interrupted_reindex_drops_its_index_and_releases_the_lock(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     corpus = make_corpus(tmp_path / "kb", SMALL[:2])
     ingest(settings, corpus)
@@ -522,7 +527,7 @@ def test_interrupted_reindex_drops_its_index_and_releases_the_lock(
 
 
 def test_live_and_foreign_locks_are_respected_and_abort_releases_a_dead_one(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     corpus = make_corpus(tmp_path / "kb", SMALL[:1])
     ingest(settings, corpus)
@@ -570,7 +575,9 @@ def test_live_and_foreign_locks_are_respected_and_abort_releases_a_dead_one(
     assert proc.returncode != 0 and "--abort" in proc.stderr
 
 
-def test_switch_while_a_hybrid_query_is_in_flight(admin: Admin, settings: Settings, tmp_path: Path) -> None:
+def test_switch_while_a_hybrid_query_is_in_flight(
+    admin: AliasStore, settings: Settings, tmp_path: Path
+) -> None:
     """The alias moves to a 384-dim index between resolving it and searching it: the query still succeeds."""
     ingest(settings, make_corpus(tmp_path / "kb", SMALL[:2]))
     old = admin.current_index()
@@ -585,7 +592,7 @@ def test_switch_while_a_hybrid_query_is_in_flight(admin: Admin, settings: Settin
             emb = super().embedder()
             if not Racing.switched:
                 Racing.switched = True
-                Admin(settings).point_alias(new)  # the reindex's switch lands right now
+                AliasStore(settings).point_alias(new)  # the reindex's switch lands right now
             return emb
 
     r = Racing(settings, principal=ALL).retrieve(QUERIES[0], mode="hybrid")

@@ -33,7 +33,6 @@ from urllib.parse import quote
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.admin.roles import (
     API,
     desired_roles,
@@ -48,6 +47,7 @@ from osrag.errors import ClusterError, OsragError
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias
 
 pytestmark = [pytest.mark.integration, pytest.mark.security]
@@ -141,7 +141,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "dlsA": dls_role_name(alias, "groupA"),
     }
     try:
-        Admin(su).install()
+        AliasStore(su).install()
         corpus = write_docs(tmp_path_factory.mktemp("kb") / "kb", DOCS)
         report = Ingester(su).ingest([corpus])
         assert report.failed == [] and report.indexed == len(DOCS), report
@@ -251,10 +251,10 @@ def test_writer_cannot_install_templates_nor_drop_or_create_indices(world: World
     from opensearchpy.exceptions import AuthorizationException
 
     with pytest.raises(ClusterError) as err:
-        Admin(world.users["writer"]).install(create_index=False)
+        AliasStore(world.users["writer"]).install(create_index=False)
     assert "403" in str(err.value)
     client = make_client(world.users["writer"])
-    live = Admin(world.superuser).current_index()
+    live = AliasStore(world.superuser).current_index()
     with pytest.raises(AuthorizationException):
         client.indices.delete(index=live)
     with pytest.raises(AuthorizationException):
@@ -266,9 +266,9 @@ def test_writer_cannot_install_templates_nor_drop_or_create_indices(world: World
 def test_alias_admin_installs_and_cannot_touch_another_index(world: World) -> None:
     from opensearchpy.exceptions import AuthorizationException
 
-    result = Admin(world.users["admin"]).install()
+    result = AliasStore(world.users["admin"]).install()
     assert result["created_index"] is None and result["index"].startswith(world.alias)
-    assert Admin(world.users["admin"]).check() == []
+    assert AliasStore(world.users["admin"]).check() == []
     with pytest.raises(AuthorizationException):
         make_client(world.users["admin"]).indices.delete(index=world.other)
     assert make_client(world.superuser).indices.exists(index=world.other)
@@ -279,11 +279,11 @@ def test_alias_admin_reindexes_and_the_roles_follow_the_new_index(world: World) 
     from osrag.admin.reindex import Reindexer
 
     rx = Reindexer(world.users["admin"])
-    before = Admin(world.superuser).current_index()
+    before = AliasStore(world.superuser).current_index()
     plan = rx.run()
     print(f"alias admin reindex: {before} -> {plan.target} ({plan.method})")
     assert plan.target and plan.target != before
-    assert Admin(world.superuser).current_index() == plan.target
+    assert AliasStore(world.superuser).current_index() == plan.target
     assert rx.counts(plan.target) == rx.counts(before)
     dropped = rx.cleanup(keep=0)
     print(f"alias admin cleanup: {dropped}")

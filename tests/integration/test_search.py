@@ -1,7 +1,7 @@
 """The query path end to end on a live node: question -> hybrid candidates -> gate -> (rerank) -> budget -> envelope.
 
 One small tea-shop corpus (``DOCS``) is installed and ingested once per module
-through the real path (``Admin.install`` + ``Ingester.ingest``); the tests that
+through the real path (``AliasStore.install`` + ``Ingester.ingest``); the tests that
 use it only read. Tests that need an alias of their own use the ``settings``
 fixture and ``cleanup``. Nothing is mocked: the tiny cross-encoder is a real
 (randomly initialised) model the tests build and save themselves.
@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from osrag.access import Principal
-from osrag.admin.installer import Admin
 from osrag.connection import make_client
 from osrag.embedding import embedder_for
 from osrag.envelope import Envelope, render_text
@@ -34,6 +33,7 @@ from osrag.search.client import SearchClient
 from osrag.search.query import MAX_QUESTION_CHARS
 from osrag.search.rerank import Reranker
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from tests.integration.conftest import drop_alias as shared_drop_alias
 from tests.unit.test_rerank import build_tiny_cross_encoder
 
@@ -211,7 +211,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """The tea-shop corpus behind one alias, shared read-only by this module's tests."""
     s = make_settings(opensearch_url, f"t-search-corpus-{uuid.uuid4().hex[:8]}")
     try:
-        Admin(s).install()
+        AliasStore(s).install()
         report = Ingester(s).ingest([write_corpus(tmp_path_factory.mktemp("corpus"))])
         assert report.failed == [], report.failed
         assert report.indexed == len(DOCS)
@@ -476,7 +476,7 @@ def test_freshness_and_timings(sc: SearchClient, corpus: Settings) -> None:
     env = sc.search("TEA15", budget_tokens=500)
     f = env.freshness
     assert f.alias == corpus.alias
-    assert f.index == Admin(corpus).current_index() and f.index.startswith(f"{corpus.alias}-")
+    assert f.index == AliasStore(corpus).current_index() and f.index.startswith(f"{corpus.alias}-")
     assert f.embedding_model == "navec:news-300d" and f.dimension == 300
     assert f.last_ingest_at is not None
     last = dt.datetime.fromisoformat(f.last_ingest_at)
@@ -493,7 +493,7 @@ def test_freshness_and_timings(sc: SearchClient, corpus: Settings) -> None:
 
 def test_freshness_follows_a_later_ingest_for_a_long_lived_client(cleanup: Settings, tmp_path: Path) -> None:
     settings = cleanup
-    Admin(settings).install()
+    AliasStore(settings).install()
     first = {k: DOCS[k] for k in ("tea15", "delivery")}
     Ingester(settings).ingest([write_corpus(tmp_path / "v1", first)])
     client = SearchClient(settings, principal=ALL)
@@ -573,7 +573,7 @@ def test_longest_allowed_question_of_many_words_is_no_server_error(sc: SearchCli
 # --------------------------------------------------------------------------- an alias with nothing ingested
 def test_search_before_any_ingest_is_nothing_relevant(cleanup: Settings) -> None:
     settings = cleanup
-    Admin(settings).install()
+    AliasStore(settings).install()
     client = SearchClient(settings, principal=ALL)
     for mode in MODES:
         assert client.retrieve("чай", mode=mode).hits == []

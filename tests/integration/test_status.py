@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from osrag import templates
-from osrag.admin.installer import Admin
 from osrag.admin.status import status
 from osrag.ingest.indexing import Ingester
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from osrag.vocabulary import PIPELINES
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,7 @@ KEYS = {
 
 
 @pytest.fixture
-def ingested(admin: Admin, settings: Settings, tmp_path: Path) -> tuple[Any, dt.datetime, dt.datetime]:
+def ingested(admin: AliasStore, settings: Settings, tmp_path: Path) -> tuple[Any, dt.datetime, dt.datetime]:
     corpus = tmp_path / "kb"
     corpus.mkdir()
     for name in DOCS:
@@ -86,7 +86,7 @@ def cli(
 # ------------------------------------------------------------------ the library dict
 @pytest.mark.compat
 def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
-    admin: Admin, settings: Settings, ingested: tuple[Any, dt.datetime, dt.datetime]
+    admin: AliasStore, settings: Settings, ingested: tuple[Any, dt.datetime, dt.datetime]
 ) -> None:
     report, t0, t1 = ingested
     client = admin.cluster.client
@@ -127,7 +127,7 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
         assert name in client.transport.perform_request("GET", f"/_search/pipeline/{name}")
 
 
-def test_status_before_the_first_ingest(admin: Admin, settings: Settings) -> None:
+def test_status_before_the_first_ingest(admin: AliasStore, settings: Settings) -> None:
     st = status(settings)
     assert st["index"] == admin.current_index() is not None
     assert (st["documents"], st["chunks"], st["last_ingest_at"], st["last_ingest_age_s"]) == (
@@ -151,7 +151,7 @@ def test_status_without_install(settings: Settings) -> None:
     assert any("no index behind the alias" in d for d in st["drift"])
 
 
-def test_status_shows_drift_and_template_version_mismatch(admin: Admin, settings: Settings) -> None:
+def test_status_shows_drift_and_template_version_mismatch(admin: AliasStore, settings: Settings) -> None:
     client = admin.cluster.client
     rrf = admin.pipeline_name("rrf")
     client.transport.perform_request("DELETE", f"/_search/pipeline/{rrf}")
@@ -172,7 +172,7 @@ def test_status_shows_drift_and_template_version_mismatch(admin: Admin, settings
 
 # ------------------------------------------------------------------ the command
 def test_cli_status_json_and_text(
-    admin: Admin, settings: Settings, tmp_path: Path, ingested: tuple[Any, dt.datetime, dt.datetime]
+    admin: AliasStore, settings: Settings, tmp_path: Path, ingested: tuple[Any, dt.datetime, dt.datetime]
 ) -> None:
     proc = cli(settings, tmp_path, "status", "--json")
     assert proc.returncode == 0, proc.stderr

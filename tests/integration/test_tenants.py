@@ -1,6 +1,6 @@
 """Tenants fail closed (issue 29): the access matrix over tenants and groups, against the real node.
 
-The rule (osrag.access, README "Access"): a chunk with a tenant is seen only by principals of
+The rule (osrag.access, docs/usage.md): a chunk with a tenant is seen only by principals of
 that tenant; untenanted chunks are shared; a principal without a tenant sees untenanted chunks
 only. Every (principal, head) pair must return exactly what that rule allows -- on the old rule a
 principal without a tenant saw every tenant's chunks, so the rows without a tenant fail there.
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin.installer import Admin
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def corpus(opensearch_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any
         cache_dir=Settings().models_dir.parent,
         _env_file=None,
     )
-    admin = Admin(s)
+    admin = AliasStore(s)
     drop_alias(admin.cluster.client, s.alias)
     admin.install()
     root = tmp_path_factory.mktemp("tenants")

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from osrag.access import PUBLIC, Principal
-from osrag.admin.installer import Admin
 from osrag.admin.lifecycle import delete_documents
 from osrag.admin.reindex import Reindexer
 from osrag.errors import IndexStateError
@@ -25,6 +24,7 @@ from osrag.ingest.documents import ReadOptions
 from osrag.ingest.indexing import Ingester
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 ALL = Principal.admin_bypass()
 WORD = "лампочкозаменитель"  # one made-up word: a BM25 hit means the text is served
@@ -56,7 +56,7 @@ def page(text: str, acl: str | None = None) -> str:
 
 # ------------------------------------------------------------------ item 1: rollback
 def test_rollback_that_would_republish_restore_or_drop_is_refused(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -98,7 +98,7 @@ def test_rollback_that_would_republish_restore_or_drop_is_refused(
 
 
 def test_rollback_with_nothing_changed_since_the_switch_goes_through(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -152,7 +152,7 @@ BAD_NEW_VERSIONS: dict[str, Any] = {
 @pytest.mark.parametrize("prune", [False, True], ids=["no-prune", "prune"])
 @pytest.mark.parametrize("kind", sorted(BAD_NEW_VERSIONS))
 def test_a_file_whose_new_version_cannot_be_indexed_is_withdrawn(
-    admin: Admin, settings: Settings, tmp_path: Path, kind: str, prune: bool
+    admin: AliasStore, settings: Settings, tmp_path: Path, kind: str, prune: bool
 ) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -176,7 +176,7 @@ def test_a_file_whose_new_version_cannot_be_indexed_is_withdrawn(
 
 
 def test_withdrawn_file_comes_back_when_fixed_and_cli_says_withdrawn(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -212,7 +212,7 @@ def faq_text(settings: Settings) -> str:
 
 @pytest.mark.parametrize("together", [False, True], ids=["two-runs", "one-run"])
 def test_a_second_root_with_the_same_folder_name_is_refused(
-    admin: Admin, settings: Settings, tmp_path: Path, together: bool
+    admin: AliasStore, settings: Settings, tmp_path: Path, together: bool
 ) -> None:
     a, b = two_roots(tmp_path)
     if together:
@@ -231,7 +231,7 @@ def test_a_second_root_with_the_same_folder_name_is_refused(
 
 
 def test_collection_keeps_a_second_root_apart_and_prune_touches_only_its_own(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     a, b = two_roots(tmp_path)
     Ingester(settings).ingest([a])
@@ -246,7 +246,7 @@ def test_collection_keeps_a_second_root_apart_and_prune_touches_only_its_own(
 
 
 def test_prune_of_one_root_leaves_the_other_roots_documents(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     a, b = two_roots(tmp_path)
     Ingester(settings).ingest([a])
@@ -258,7 +258,7 @@ def test_prune_of_one_root_leaves_the_other_roots_documents(
 
 
 def test_replace_lets_a_second_root_take_the_collection_over(
-    admin: Admin, settings: Settings, tmp_path: Path
+    admin: AliasStore, settings: Settings, tmp_path: Path
 ) -> None:
     a, b = two_roots(tmp_path)
     Ingester(settings).ingest([a])

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from osrag import PUBLIC, SearchClient, templates
-from osrag.admin.installer import Admin
 from osrag.records import IndexMeta
 from osrag.search.analyzer import (
     SearchAnalyzer,
@@ -22,7 +21,8 @@ from osrag.search.analyzer import (
     whitespace_tokens,
 )
 from osrag.settings import Settings
-from osrag.steps import Call, Work, run_steps
+from osrag.steps import Call, Inline, Work, drive
+from osrag.store.alias import AliasStore
 
 
 def test_the_shipped_template_is_the_analysis_it_reproduces() -> None:
@@ -102,7 +102,7 @@ def _answer(calls: list[str]) -> Any:
 
 def test_the_query_path_analyzes_in_process_only_an_index_made_from_the_shipped_template() -> None:
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None)
-    made = Admin(s).desired_components()
+    made = AliasStore(s).desired_components()
     meta = IndexMeta(
         embedding_model="m",
         dimension=3,
@@ -112,11 +112,11 @@ def test_the_query_path_analyzes_in_process_only_an_index_made_from_the_shipped_
     )
     sc = SearchClient(s, principal=PUBLIC)
     calls: list[str] = []
-    terms = run_steps(sc._question_terms("i1", meta, "гарантия на лампу"), _answer(calls))
+    terms = drive(sc._question_terms("i1", meta, "гарантия на лампу"), Inline(_answer(calls)))
     assert terms == ["гарант", "ламп"] and calls == []
     # Another fingerprint: the index was made from other files, so its words go to _analyze.
-    terms = run_steps(sc._question_terms("i2", meta.updated(fingerprint="x"), "гарантия"), _answer(calls))
+    terms = drive(sc._question_terms("i2", meta.updated(fingerprint="x"), "гарантия"), Inline(_answer(calls)))
     assert calls == ["indices.analyze"] and terms == ["гарантия"]
     # The light stemmer is not reproduced: _analyze too.
-    run_steps(sc._question_terms("i3", meta.updated(stemmer="light_russian"), "гарантия"), _answer(calls))
+    drive(sc._question_terms("i3", meta.updated(stemmer="light_russian"), "гарантия"), Inline(_answer(calls)))
     assert calls == ["indices.analyze", "indices.analyze"]

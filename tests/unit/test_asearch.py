@@ -16,7 +16,7 @@ import pytest
 from osrag import PUBLIC, AsyncSearchClient, SearchClient
 from osrag.errors import ClusterError, ClusterUnavailable
 from osrag.settings import Settings
-from osrag.steps import Call, Steps, Work, run_steps
+from osrag.steps import Call, Inline, Steps, Work, drive
 
 
 def path_under_test(log: list[str]) -> Steps[tuple[Any, int]]:
@@ -46,11 +46,11 @@ def settings() -> Settings:
 def test_async_driver_runs_work_off_the_loop_and_throws_refusals_back(fake_async_client: Any) -> None:
     fake_async_client.search.side_effect = answer_search
     client = AsyncSearchClient(settings())
-    client._client = fake_async_client
+    client._transport.client = fake_async_client
     log: list[str] = []
 
     async def main() -> tuple[tuple[Any, int], int]:
-        return await client._run(path_under_test(log)), threading.get_ident()
+        return await drive(path_under_test(log), client._transport), threading.get_ident()
 
     (got, work_thread), loop_thread = asyncio.run(main())
     assert got == {"index": "b"}
@@ -69,21 +69,21 @@ def test_sync_driver_answers_the_same_steps_inline() -> None:
             raise ClusterError("OpenSearch first failed: 400 refused")
         return {"index": step.kwargs["index"]}
 
-    got, thread = run_steps(path_under_test(log), answer)
+    got, thread = drive(path_under_test(log), Inline(answer))
     assert got == {"index": "b"} and thread == threading.get_ident()
     assert log == ["recovered: OpenSearch first failed: 400 refused"]
 
 
 def test_construction_does_no_io_and_an_unreachable_node_is_one_line() -> None:
     client = AsyncSearchClient(settings(), principal=PUBLIC)  # port 1: nothing listens
-    assert client._client is None
+    assert client._transport.client is None
 
     async def main() -> None:
         async with client:
             with pytest.raises(ClusterUnavailable) as err:
                 await client.search("чай")
             assert "\n" not in str(err.value) and "127.0.0.1:1" in str(err.value)
-        assert client._client is None
+        assert client._transport.client is None
 
     asyncio.run(main())
     with pytest.raises(ClusterUnavailable):  # and the sync client says the same

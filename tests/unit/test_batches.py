@@ -14,8 +14,9 @@ from osrag.errors import DocumentError, WritesRefused
 from osrag.ingest import batches
 from osrag.ingest.batches import Batch, WriteBehind
 from osrag.ingest.filesync import Item
-from osrag.ingest.ingest_report import FileOutcome, IngestReport
-from osrag.ingest.versions import BatchOutcome, PreparedDoc, VersionStore
+from osrag.ingest.prepared import PreparedDoc
+from osrag.ingest.report import FileOutcome, IngestReport
+from osrag.store.versions import BatchOutcome, VersionStore
 
 
 def _chunk(i: int, tokens: int = 5) -> Chunk:
@@ -141,8 +142,8 @@ def test_the_ingest_report_is_only_written_on_the_ingesting_thread(monkeypatch: 
 
     monkeypatch.setattr(ing, "_guarded_write", written)
     monkeypatch.setattr(batches, "embed", lambda b, *a, **k: b.todo.extend(b.docs))
-    monkeypatch.setattr(indexing.ingest_target, "refresh_off", lambda *a: None)
-    monkeypatch.setattr(indexing.ingest_target, "restore_refresh", lambda *a: None)
+    monkeypatch.setattr(indexing.target, "refresh_off", lambda *a: None)
+    monkeypatch.setattr(indexing.target, "restore_refresh", lambda *a: None)
     docs = [_prepared(n) for n in ("a", "b", "c")]
     monkeypatch.setattr(ing, "_prepare", lambda items, model, report, progress: iter(docs))
     report = IngestReport()

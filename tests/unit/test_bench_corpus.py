@@ -18,7 +18,8 @@ import corpus_index
 import corpus_queries
 
 from osrag.chunking import ChunkingConfig, chunk_document
-from osrag.ingest.versions import document_version, version_key
+from osrag.ingest.prepared import document_version
+from osrag.store.versions import version_key
 
 
 def test_a_document_depends_only_on_seed_and_index() -> None:
@@ -117,7 +118,7 @@ def test_bulk_actions_have_the_ingest_shape() -> None:
         assert key in src
     assert acts[0]["_id"] == f"{src['version_key']}:{src['ordinal']}"
     assert len({a["_id"] for a in acts}) == 12
-    # Keyed as ingest keys versions (osrag.ingest.versions), not by a hash of the bench's own.
+    # Keyed as ingest keys versions (osrag.store.versions), not by a hash of the bench's own.
     doc = corpus.build_document(0)[0]
     version = document_version(doc, "markdown", ChunkingConfig(), _FakeEmbedder.model_name)
     assert src["doc_id"] == doc.doc_id and src["version_key"] == version_key(doc.doc_id, version)

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from osrag.search.budget import (
-    Candidate,
     LeftOut,
+    ScoredUnit,
     Selection,
     SelectionConfig,
     cosine,
@@ -28,16 +28,16 @@ def cand(
     text: str | None = None,
     kind: str = "text",
     emb: tuple[float, ...] | None = None,
-) -> Candidate:
+) -> ScoredUnit:
     # Default texts share no words, so no two of them look like duplicates.
     body = text if text is not None else f"{cid} alpha{cid} beta{cid} gamma{cid} delta{cid}"
-    return Candidate(
+    return ScoredUnit(
         chunk_id=cid, doc_id=f"doc-{cid}", text=body, tokens=tokens, score=score, kind=kind, embedding=emb
     )
 
 
-def ids(items: tuple[Candidate, ...] | tuple[LeftOut, ...]) -> list[str]:
-    return [x.chunk_id if isinstance(x, Candidate) else x.candidate.chunk_id for x in items]
+def ids(items: tuple[ScoredUnit, ...] | tuple[LeftOut, ...]) -> list[str]:
+    return [x.chunk_id if isinstance(x, ScoredUnit) else x.candidate.chunk_id for x in items]
 
 
 # ---------------------------------------------------------------- basic contract
@@ -160,7 +160,7 @@ def test_lower_dup_threshold_catches_more() -> None:
 # ---------------------------------------------------------------- reserved slot
 
 
-def _table_scenario() -> list[Candidate]:
+def _table_scenario() -> list[ScoredUnit]:
     # Budget 1000: the table is relevant and essential (rank 2) but costs 600
     # tokens, so its value per token (0.9/600) is under 0.2 x the first unit's (1.0/100).
     return [
@@ -272,7 +272,7 @@ def test_essential_large_unit_that_fits_main_budget_uses_no_slot() -> None:
 # ---------------------------------------------------------------- property-style
 
 
-def _random_case(rng: random.Random) -> tuple[list[Candidate], int, SelectionConfig]:
+def _random_case(rng: random.Random) -> tuple[list[ScoredUnit], int, SelectionConfig]:
     n = rng.randint(0, 25)
     base_texts = [f"тема{t} " + " ".join(f"слово{t}_{w}" for w in range(8)) for t in range(6)]
     with_emb = rng.random() < 0.5
@@ -287,7 +287,7 @@ def _random_case(rng: random.Random) -> tuple[list[Candidate], int, SelectionCon
         if with_emb and rng.random() < 0.8:
             emb = tuple(rng.choice([0.0, 1.0]) + rng.gauss(0, 0.05) for _ in range(4))
         cs.append(
-            Candidate(
+            ScoredUnit(
                 chunk_id=f"c{i}",
                 doc_id=f"d{i % 5}",
                 text=text,
@@ -306,7 +306,7 @@ def _random_case(rng: random.Random) -> tuple[list[Candidate], int, SelectionCon
     return cs, rng.randint(1, 1500), cfg
 
 
-def _assert_invariants(cs: list[Candidate], budget: int, cfg: SelectionConfig, sel: Selection) -> None:
+def _assert_invariants(cs: list[ScoredUnit], budget: int, cfg: SelectionConfig, sel: Selection) -> None:
     assert sel.budget == budget
     assert sel.spent == sum(c.tokens for c in sel.selected)
     assert sel.spent <= budget

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from osrag.search import budget, duplicates
-from osrag.search.budget import Candidate, SelectionConfig, select, shingle_overlap
+from osrag.search.budget import ScoredUnit, SelectionConfig, select, shingle_overlap
 
 WORDS = [
     "привет", "мир", "ёлка", "Ёлка", "елка", "зелёная", "ЗЕЛЕНАЯ", "tea15", "TEA15", "lamp_light",
@@ -172,7 +172,7 @@ def test_select_walks_the_same_way_with_the_per_pair_rule(monkeypatch: pytest.Mo
         texts = _texts(rng, n)
         vectors = _vectors(rng, n, 8, 0.95)
         cands = [
-            Candidate(f"c{k}", f"d{k}", texts[k], rng.randrange(0, 300), float(n - k), embedding=vectors[k])
+            ScoredUnit(f"c{k}", f"d{k}", texts[k], rng.randrange(0, 300), float(n - k), embedding=vectors[k])
             for k in range(n)
         ]
         cfg = SelectionConfig(dup_overlap=rng.choice([0.8, 0.4]), reserve_fraction=rng.choice([0.0, 0.2]))

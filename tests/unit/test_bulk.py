@@ -1,4 +1,4 @@
-"""osrag.ingest.bulk against the client's interface: one bad item never fails its neighbours, 4xx not retried."""
+"""osrag.store.bulk against the client's interface: one bad item never fails its neighbours, 4xx not retried."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from osrag.ingest import bulk
+from osrag.store import bulk
 
 
 def actions(ids: list[str]) -> list[dict[str, Any]]:

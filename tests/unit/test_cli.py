@@ -55,6 +55,6 @@ def test_invalid_setting_names_the_variable() -> None:
 
 
 def test_no_heavy_imports_for_help() -> None:
-    code = "import sys; from osrag.cli import cli; import osrag.search.client, osrag.admin.installer; print('torch' in sys.modules)"
+    code = "import sys; from osrag.cli import cli; import osrag.search.client, osrag.store.alias; print('torch' in sys.modules)"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "False", p.stderr

@@ -13,7 +13,6 @@ from unittest.mock import Mock
 
 import pytest
 
-from osrag.admin.installer import Admin
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.connection import Cluster
 from osrag.errors import ConfigError, DocumentError
@@ -25,13 +24,14 @@ from osrag.ingest.context import (
     NoContext,
     OutlineContext,
     contextualizer_for,
-    embedding_text,
     lead_sentence,
 )
 from osrag.ingest.indexing import Ingester
-from osrag.ingest.versions import chunk_source
+from osrag.ingest.prepared import chunk_source
+from osrag.records import embedding_text
 from osrag.search import query
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 
 DOC = Document(
     doc_id="vm/resize",
@@ -219,7 +219,7 @@ def test_chunk_source_stores_the_context_only_when_there_is_one() -> None:
 
 
 def _ingester(cluster: Cluster, **kw: Any) -> Ingester:
-    admin = Mock(spec=Admin)
+    admin = Mock(spec=AliasStore)
     admin.cluster = cluster
     return Ingester(Settings(_env_file=None, **kw), admin=admin)
 

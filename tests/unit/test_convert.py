@@ -10,7 +10,7 @@ from osrag.chunking import ChunkingConfig, chunk_document
 from osrag.errors import DocumentError
 from osrag.ingest.convert import SourceMap, convert, slugify, source_format
 from osrag.ingest.documents import read_document
-from osrag.ingest.versions import chunk_source
+from osrag.ingest.prepared import chunk_source
 from tests import fixtures_gen as gen
 
 LIMIT = 20_000_000

@@ -12,13 +12,14 @@ from unittest.mock import Mock
 
 import pytest
 
-from osrag.admin import copying, locking
+from osrag.admin import copying
 from osrag.admin.copying import REEMBED, SERVER_SIDE, IndexCopier
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
-from osrag.ingest.context import embedding_text
-from osrag.lockrecord import LockRecord
 from osrag.names import content_hash, state_index, visibility_filter
+from osrag.records import embedding_text
+from osrag.store import locking
+from osrag.store.locking import LockRecord
 
 ALIAS = "kb"
 STATE = state_index(ALIAS)

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from osrag.chunking import Chunk, Document
-from osrag.ingest.sync import FileStamp, origin_of, recipe, stamp_file, unchanged
-from osrag.ingest.sync import StoredFile as Stored
-from osrag.ingest.versions import MAX_ID_BYTES, PreparedDoc, VersionStore, bounded_id, chunk_source
+from osrag.ingest.prepared import PreparedDoc, chunk_source
+from osrag.ingest.stamps import FileStamp, origin_of, recipe, stamp_file, unchanged
+from osrag.ingest.stamps import StoredFile as Stored
+from osrag.store.versions import MAX_ID_BYTES, VersionStore, bounded_id
 
 
 def chunk(doc_id: str, ordinal: int = 0) -> Chunk:

@@ -11,7 +11,7 @@ from osrag.errors import DocumentError
 from osrag.ingest.convert import SUFFIXES
 from osrag.ingest.documents import read_document
 from osrag.ingest.frontmatter import parse_front_matter
-from osrag.ingest.versions import chunk_source
+from osrag.ingest.prepared import chunk_source
 from osrag.ingest.walking import find_files
 from osrag.names import content_hash, state_index, visibility_filter
 

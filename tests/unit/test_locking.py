@@ -1,4 +1,4 @@
-"""osrag.admin.locking against the client's interface: the reindex lock, the writers' register and the
+"""osrag.store.locking against the client's interface: the reindex lock, the writers' register and the
 alias's write lock -- what is asked of the cluster, and what each answer makes of it."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from opensearchpy.exceptions import TransportError
 
-from osrag.admin import locking
 from osrag.errors import ClusterError
-from osrag.lockrecord import LockRecord, earliest, pid_alive
 from osrag.names import HIDDEN_ID, state_index
+from osrag.store import locking
+from osrag.store.locking import LockRecord, earliest, pid_alive
 
 ALIAS = "kb"
 STATE = state_index(ALIAS)

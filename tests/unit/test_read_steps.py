@@ -20,9 +20,10 @@ from osrag.search.budget import SelectionConfig, select
 from osrag.search.candidates import Candidate, hits_of
 from osrag.search.client import SearchClient
 from osrag.search.ranking import SelectionPolicy
-from osrag.search.retrieval import NO_EVIDENCE, QuestionEvidence, checked_ask, resolve_mapping
+from osrag.search.retrieval import NO_EVIDENCE, QuestionEvidence, checked_ask
 from osrag.settings import Settings
-from osrag.steps import Call, Work, run_steps
+from osrag.steps import Call, Inline, Work, drive
+from osrag.store.alias import resolve_mapping
 
 ALIAS = "t-unit"
 
@@ -78,7 +79,7 @@ def client(**kw: Any) -> SearchClient:
 def test_a_deleted_index_behind_the_cached_alias_is_resolved_afresh_once() -> None:
     sc = client(collapse_duplicates=False)
     node = Node(f"{ALIAS}-old", f"{ALIAS}-new", gone={f"{ALIAS}-old"})
-    got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), node)
+    got = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(node))
     assert node.searched == [f"{ALIAS}-old", f"{ALIAS}-new"]
     assert got.index == f"{ALIAS}-new" and isinstance(got.meta, IndexMeta) and got.meta.dimension == 2
     assert [h.chunk_id for h in got.hits] == ["d:0"]
@@ -86,7 +87,7 @@ def test_a_deleted_index_behind_the_cached_alias_is_resolved_afresh_once() -> No
     sc = client(collapse_duplicates=False)
     node = Node(f"{ALIAS}-a", f"{ALIAS}-b", gone={f"{ALIAS}-a", f"{ALIAS}-b"})
     with pytest.raises(ClusterError):
-        run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), node)
+        drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(node))
     assert node.searched == [f"{ALIAS}-a", f"{ALIAS}-b"]
 
 
@@ -99,7 +100,7 @@ def test_before_the_first_ingest_a_search_finds_nothing_and_says_why() -> None:
             raise missing(state_index(ALIAS))
         return node(step)
 
-    got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), no_state)
+    got = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(no_state))
     assert got.hits == [] and got.notes == [f"nothing has been ingested into {ALIAS} yet"]
 
 
@@ -186,7 +187,7 @@ def test_retrieve_leaves_the_vectors_on_the_server_only_when_asked(vectors: bool
         return node(step)
 
     sc = client(collapse_duplicates=False)
-    sc._run = lambda steps: run_steps(steps, answer)  # type: ignore[method-assign]
+    sc._transport = Inline(answer)  # type: ignore[method-assign]
     got = sc.retrieve("возврат", mode="bm25", principal=PUBLIC, vectors=vectors)
     assert [h.chunk_id for h in got.hits] == ["d:0"]
     (body,) = bodies

@@ -17,8 +17,8 @@ from osrag.embedding import Embedder, count_tokens_with
 from osrag.errors import DocumentError
 from osrag.ingest import readpool
 from osrag.ingest.documents import ReadOptions, ReadReport, plan_tree
-from osrag.ingest.ingest_report import FileOutcome
 from osrag.ingest.readpool import ChunkPlan, ReadPool, chunk_outcome, chunks_of, plan_for
+from osrag.ingest.report import FileOutcome
 
 DIALECTS = Path(__file__).parent / "fixtures" / "dialects"
 CONFIG = ChunkingConfig(max_tokens=60, min_tokens=10, overlap=0.1)

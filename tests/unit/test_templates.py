@@ -5,10 +5,10 @@ import json
 import pytest
 
 from osrag import templates
-from osrag.admin.installer import Admin, _compare
 from osrag.capabilities import from_server
 from osrag.errors import ConfigError
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore, _compare
 
 
 def test_whole_placeholder_keeps_type_and_inline_is_text() -> None:
@@ -26,7 +26,7 @@ def test_unknown_placeholder_is_an_error_naming_it() -> None:
 def test_every_shipped_json_file_parses_and_renders(version: str) -> None:
     # No server: the capabilities a server of this version would report, and an address where
     # nothing listens, so any request would fail the test.
-    admin = Admin(Settings(url="http://127.0.0.1:1", alias="unit", _env_file=None))
+    admin = AliasStore(Settings(url="http://127.0.0.1:1", alias="unit", _env_file=None))
     admin._caps = from_server(version, ["opensearch-knn", "opensearch-neural-search"])
     comps = admin.desired_components()
     assert set(comps) == {"unit-analysis"}

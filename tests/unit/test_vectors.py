@@ -22,7 +22,7 @@ from osrag.search.candidates import VECTOR_FIELD, decode_vector, hits_of, script
 from osrag.search.client import SearchClient
 from osrag.search.query import candidates_body, vectors_in_source
 from osrag.settings import Settings
-from osrag.steps import Call, Work, run_steps
+from osrag.steps import Call, Inline, Work, drive
 
 
 def test_the_default_body_asks_for_vectors_by_script_field_and_not_in_source() -> None:
@@ -126,13 +126,13 @@ def test_a_cluster_without_inline_scripts_gets_source_vectors_from_then_on() -> 
         src = {"chunk_id": "a", "text": "возврат", "embedding": [0.1, 0.2]}
         return {"hits": {"hits": [{"_id": "a", "_score": 1.0, "_source": src}]}}
 
-    got = run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    got = drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(answer))
     assert [h.source.embedding.tolist() for h in got.hits] == [
         [float(np.float32(0.1)), float(np.float32(0.2))]
     ]
     assert "inline scripts" in got.notes[0]
     assert ["script_fields" in b for b in bodies] == [True, False]
-    run_steps(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), answer)
+    drive(sc._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(answer))
     assert ["script_fields" in b for b in bodies] == [True, False, False]  # asked once, remembered
     # Any other refusal is not mistaken for it.
     other = SearchClient(s, principal=PUBLIC)
@@ -143,4 +143,4 @@ def test_a_cluster_without_inline_scripts_gets_source_vectors_from_then_on() -> 
         return answer(step)
 
     with pytest.raises(ClusterError):
-        run_steps(other._retrieve("возврат", "bm25", None, {}, PUBLIC), no_index)
+        drive(other._retrieve("возврат", "bm25", None, {}, PUBLIC), Inline(no_index))

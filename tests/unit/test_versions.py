@@ -1,4 +1,4 @@
-"""osrag.ingest.versions on the shared fake client: new versions are written hidden, shown in one flip,
+"""osrag.store.versions on the shared fake client: new versions are written hidden, shown in one flip,
 the replaced ones deleted; what readers see; every flip fenced by the write lock when held."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from osrag.admin import locking
 from osrag.chunking import Chunk, Document
 from osrag.errors import IndexStateError
-from osrag.ingest.versions import PreparedDoc, VersionStore, bounded_id, version_key
-from osrag.lockrecord import LockRecord
+from osrag.ingest.prepared import PreparedDoc
 from osrag.names import HIDDEN_ID, state_index, visibility_filter
+from osrag.store import locking
+from osrag.store.locking import LockRecord
+from osrag.store.versions import VersionStore, bounded_id, version_key
 
 ALIAS = "kb"
 STATE = state_index(ALIAS)

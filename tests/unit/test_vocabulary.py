@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from osrag import names, vocabulary
-from osrag.admin.installer import Admin
 from osrag.cli import cli
 from osrag.envelope import Envelope, Freshness, LeftOutItem
 from osrag.search import budget, gate, query
 from osrag.service.auth import JwtVerifier
 from osrag.service.http import SearchRequest
 from osrag.settings import Settings
+from osrag.store.alias import AliasStore
 from osrag.vocabulary import (
     DEFAULT_FUSION,
     DEFAULT_FUSION_WEIGHTS,
@@ -153,7 +153,7 @@ def test_envelope_defaults_are_the_settings_defaults() -> None:
 
 def test_pipeline_names_default_to_the_shipped_fusion() -> None:
     assert names.pipeline_name("a") == names.pipeline_name("a", _default("fusion")) == "a-hybrid-minmax"
-    assert inspect.signature(Admin.pipeline_name).parameters["variant"].default == _default("fusion")
+    assert inspect.signature(AliasStore.pipeline_name).parameters["variant"].default == _default("fusion")
 
 
 def test_pipeline_files_are_the_vocabulary_s() -> None:
@@ -248,71 +248,34 @@ def test_no_docstring_names_a_default_that_does_not_ship() -> None:
     assert bad == []
 
 
-# --------------------------------------------------------------------------- README
-def _readme_rows() -> dict[str, list[str]]:
-    """The settings table: ``OSRAG_NAME`` -> its cells (default, meaning)."""
+# --------------------------------------------------------------------------- README and docs/
+DOC_PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _settings_rows() -> dict[str, list[str]]:
+    """The generated settings page (docs/settings.md): ``OSRAG_NAME`` -> its cells (type, default, what)."""
     rows = {}
-    for line in README.read_text(encoding="utf-8").splitlines():
+    for line in (ROOT / "docs" / "settings.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("| `OSRAG_"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            for var in re.findall(r"`(OSRAG_[A-Z_0-9]+)`", cells[0]):
-                rows[var] = cells[1:]
+            rows[cells[0].strip("`")] = cells[1:]
     return rows
 
 
-def _literal(cell: str) -> list[Any] | None:
-    """The values a default cell names, or None when it is prose ("the index's own model")."""
-    cell = re.sub(r"\s*\([^)]*\)$", "", cell).strip()
-    parts = [cell] if cell.startswith("`[") else [p.strip() for p in cell.split(", ")]
-    values: list[Any] = []
-    for part in parts:
-        if not re.fullmatch(r"`[^`]*`|-?\d+(\.\d+)?|on|off", part):
-            return None
-        raw = part.strip("`")
-        if raw in ("on", "off"):
-            values.append(raw == "on")
-            continue
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        values.append(tuple(value) if isinstance(value, list) else value)
-    return values
-
-
-def test_readme_settings_table_names_the_shipped_defaults() -> None:
-    rows = _readme_rows()
-    assert rows["OSRAG_FUSION"][0] == f"`{DEFAULT_FUSION}`"
-    assert rows["OSRAG_FUSION_WEIGHTS"][0] == f"`{list(DEFAULT_FUSION_WEIGHTS)}`"
-    assert rows["OSRAG_SELECTION"][0] == f"`{DEFAULT_POLICY}`"
+def test_the_settings_page_names_the_shipped_defaults() -> None:
+    rows = _settings_rows()
+    assert rows["OSRAG_FUSION"][1] == f"`{DEFAULT_FUSION}`"
+    assert rows["OSRAG_FUSION_WEIGHTS"][1] == "`" + ", ".join(str(w) for w in DEFAULT_FUSION_WEIGHTS) + "`"
+    assert rows["OSRAG_SELECTION"][1] == f"`{DEFAULT_POLICY}`"
     for fusion in FUSIONS:
-        assert f"`{fusion}`" in rows["OSRAG_FUSION"][1]
+        assert fusion in rows["OSRAG_FUSION"][0]
     for policy in POLICIES:
-        assert f"`{policy}`" in rows["OSRAG_SELECTION"][1]
+        assert policy in rows["OSRAG_SELECTION"][0]
     for mode in vocabulary.AUTH_MODES:
-        assert f"`{mode}`" in rows["OSRAG_AUTH"][1]
-    checked = 0
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if line.startswith("| `OSRAG_"):
-            first, default = (c.strip() for c in line.strip().strip("|").split("|")[:2])
-            groups[tuple(re.findall(r"`(OSRAG_[A-Z_0-9]+)`", first))] = [default]
-    for variables, (cell,) in groups.items():
-        values = _literal(cell)
-        if values is None or len(values) != len(variables):
-            continue
-        for var, value in zip(variables, values):
-            name = var.removeprefix("OSRAG_").lower()
-            assert name in Settings.model_fields, var
-            if Settings.model_fields[name].default_factory is not None:
-                continue  # computed where it runs (OSRAG_DEV_HOME): the README says how
-            default = _default(name)
-            assert value == (tuple(default) if isinstance(default, (list, tuple)) else default), var
-            checked += 1
-    assert checked >= 20
+        assert mode in rows["OSRAG_AUTH"][0]
 
 
-def test_readme_prose_names_the_shipped_defaults() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert wrong_defaults(text) == []
-    assert describe_fusion() in text
+def test_the_readme_and_the_docs_pages_name_the_shipped_defaults() -> None:
+    texts = {page.name: page.read_text(encoding="utf-8") for page in DOC_PAGES}
+    assert {name: wrong_defaults(text) for name, text in texts.items() if wrong_defaults(text)} == {}
+    assert describe_fusion() in "\n".join(texts.values())

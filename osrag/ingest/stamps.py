@@ -38,15 +38,6 @@ from typing import Any
 from osrag.connection import Cluster
 from osrag.errors import DocumentSkipped
 
-#: Fields the chunks of a file carry (added to an older index's mapping by ingest).
-SYNC_PROPERTIES: dict[str, Any] = {
-    "collection": {"type": "keyword"},
-    "origin": {"type": "keyword"},
-    "root_id": {"type": "keyword"},
-    "file_hash": {"type": "keyword"},
-    "includes": {"type": "keyword"},
-    "full_id": {"type": "keyword", "index": False, "doc_values": False},
-}
 #: Buckets per page of the stored-files aggregation.
 PAGE = 2000
 
@@ -221,7 +212,6 @@ def stored_files(
 
 
 __all__ = [
-    "SYNC_PROPERTIES",
     "FileStamp",
     "StoredFile",
     "Unchanged",

@@ -7,7 +7,7 @@ write, and guarded against a reindex for every batch.
 - ``refresh_off`` / ``restore_refresh``: periodic refreshes off during a many-batch ingest (each
   batch refreshes before its flip, so readers lose nothing); the original interval is recorded
   in ``_meta`` first, so a crash is repaired by the next ingest.
-- ``guarded``: one batch's write, only while no reindex holds the lock (``osrag.admin.locking``).
+- ``guarded``: one batch's write, only while no reindex holds the lock (``osrag.store.locking``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from osrag.admin.installer import Admin
-from osrag.admin.locking import (
+from osrag import templates
+from osrag.errors import ConfigError, IndexStateError, WritesRefused
+from osrag.ingest.context import CONTEXT_FIELD
+from osrag.records import IndexMeta
+from osrag.settings import Settings
+from osrag.store.alias import AliasStore
+from osrag.store.locking import (
     describe,
     ensure_state_index,
     holder,
@@ -25,19 +30,25 @@ from osrag.admin.locking import (
     register_writer,
     unregister_writer,
 )
-from osrag.errors import ConfigError, IndexStateError, WritesRefused
-from osrag.ingest.context import CONTEXT_PROPERTIES
-from osrag.ingest.documents import READ_PROPERTIES
-from osrag.ingest.sync import SYNC_PROPERTIES
-from osrag.records import IndexMeta
-from osrag.settings import Settings
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Chunk fields that indices made by an older osrag may lack: ingest adds them to the mapping.
+ADDED_AFTER_CREATION = (
+    "content_hash",
+    "collection",
+    "origin",
+    "file_hash",
+    "includes",
+    "full_id",
+    "meta",
+    "url",
+)
 
-def prepare(admin: Admin, settings: Settings, with_context: bool) -> tuple[str, IndexMeta]:
+
+def prepare(admin: AliasStore, settings: Settings, with_context: bool) -> tuple[str, IndexMeta]:
     """The index behind the alias and its record, ready for this ingest's chunks."""
     cluster = admin.cluster
     index = admin.require_index()
@@ -59,11 +70,11 @@ def prepare(admin: Admin, settings: Settings, with_context: bool) -> tuple[str, 
         raise IndexStateError(f"index {index} has no osrag _meta (not created by osrag?)")
     # Fields an index made by an older osrag lacks (the strict mapping would refuse the chunks):
     # content_hash (template v3; its older chunks lack it, readers collapse in Python there)
-    # the sync fields (osrag.ingest.sync) and the read side's meta/url (osrag.ingest.documents).
+    # the sync fields (osrag.ingest.stamps) and the read side's meta/url (osrag.ingest.documents);
+    # each as the shipped mapping has it.
     have = mapping.get("properties") or {}
-    wanted = {"content_hash": {"type": "keyword"}, **SYNC_PROPERTIES, **READ_PROPERTIES}
-    if with_context:
-        wanted.update(CONTEXT_PROPERTIES)
+    shipped = templates.chunk_properties()
+    wanted = {k: shipped[k] for k in ADDED_AFTER_CREATION + ((CONTEXT_FIELD,) if with_context else ())}
     missing = {k: v for k, v in wanted.items() if k not in have}
     if missing:
         cluster.call(
@@ -77,7 +88,7 @@ def prepare(admin: Admin, settings: Settings, with_context: bool) -> tuple[str, 
     return index, meta
 
 
-def refresh_off(admin: Admin, index: str) -> None:
+def refresh_off(admin: AliasStore, index: str) -> None:
     """Stop periodic refreshes while a many-batch ingest writes, the original value recorded in
     ``_meta`` first (``restore_refresh`` puts it back, after this ingest or a crashed one)."""
     cluster = admin.cluster
@@ -88,7 +99,8 @@ def refresh_off(admin: Admin, index: str) -> None:
             index=index,
             name="index.refresh_interval",
         )
-        value = next(iter(got.values()), {}).get("settings", {}).get("index", {}).get("refresh_interval")
+        first: dict[str, Any] = next(iter(got.values()), {})
+        value = first.get("settings", {}).get("index", {}).get("refresh_interval")
         # Wrapped: the original may itself be None (the cluster default).
         admin.update_meta(index, saved_refresh_interval={"value": value})
     cluster.call(
@@ -99,7 +111,7 @@ def refresh_off(admin: Admin, index: str) -> None:
     )
 
 
-def restore_refresh(admin: Admin, index: str, meta: IndexMeta | None = None) -> None:
+def restore_refresh(admin: AliasStore, index: str, meta: IndexMeta | None = None) -> None:
     """Put back the refresh interval recorded by ``refresh_off`` (None: the default)."""
     saved = (admin.meta(index) if meta is None else meta).saved_refresh_interval
     if saved is None:
@@ -114,7 +126,12 @@ def restore_refresh(admin: Admin, index: str, meta: IndexMeta | None = None) -> 
 
 
 def guarded(
-    admin: Admin, alias: str, paths: Sequence[str], written_before: int, write: Callable[..., T], *args: Any
+    admin: AliasStore,
+    alias: str,
+    paths: Sequence[str],
+    written_before: int,
+    write: Callable[..., T],
+    *args: Any,
 ) -> T:
     """Write one batch only while no reindex holds the lock: the batch registers as a writer,
     then reads the lock; a reindex that took it meanwhile stops the ingest loudly

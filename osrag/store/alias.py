@@ -1,4 +1,4 @@
-"""Cluster administration: templates, pipelines, concrete indices behind the alias.
+"""The alias and what stands behind it: templates, pipelines, the concrete index and its ``_meta``.
 
 The alias (``settings.alias``) is what readers and writers use; behind it is one
 concrete index named ``{alias}-{fingerprint}-{timestamp}``, where the
@@ -12,6 +12,7 @@ from the JSON files in ``index_templates/`` and ``pipelines/``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,8 @@ class Drift:
         return f"{self.kind} {self.name}: " + "; ".join(self.differences)
 
 
-class Admin:
-    """Install and inspect what osrag keeps in the cluster for one alias."""
+class AliasStore:
+    """The alias in the cluster: install and inspect its template, pipelines and concrete index."""
 
     def __init__(self, settings: Settings, cluster: Cluster | None = None) -> None:
         self.s = settings
@@ -45,7 +46,7 @@ class Admin:
         self._caps: Capabilities | None = None
 
     def capabilities(self) -> Capabilities:
-        """What the server supports (read once per Admin; a ClusterError when it cannot run osrag)."""
+        """What the server supports (read once per AliasStore; a ClusterError when it cannot run osrag)."""
         if self._caps is None:
             self._caps = detect(self.cluster)
         return self._caps
@@ -310,6 +311,17 @@ class Admin:
 
     def tokens(self, text: str, analyzer: str = "ru_index") -> list[str]:
         return [t["token"] for t in self.analyze(text, (analyzer,))[analyzer]]
+
+
+def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, IndexMeta, dict[str, Any]]:
+    """(index, its record, mapped fields) from the answer to GET ``{alias}/_mapping``."""
+    names = [k for k in (got or {}) if k not in ("error", "status")]
+    if not names:
+        raise IndexStateError(f"alias {alias} does not exist; run `osrag install` first")
+    if len(names) > 1:
+        raise IndexStateError(f"alias {alias} points to {len(names)} indices: {', '.join(sorted(names))}")
+    mapping = (got or {})[names[0]]["mappings"]
+    return names[0], IndexMeta.from_mapping(mapping), dict(mapping.get("properties") or {})
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, str]:

@@ -20,7 +20,6 @@ from typing import Any
 
 from osrag import templates
 from osrag.access import Principal, require_principal
-from osrag.admin.installer import Admin
 from osrag.capabilities import Capabilities, from_responses, serverless_capabilities
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Passage, passage_of
@@ -47,12 +46,12 @@ from osrag.search.retrieval import (
     checked_ask,
     elapsed_ms,
     read_response,
-    resolve_mapping,
     search_request,
 )
 from osrag.search.variants import embedding_text
 from osrag.settings import Settings, load_settings
 from osrag.steps import Call, Steps, Work
+from osrag.store.alias import AliasStore, resolve_mapping
 
 __all__ = ["MODEL_WORK", "Retriever"]
 
@@ -338,7 +337,7 @@ class Retriever:
         stemmer = meta.stemmer or ""
         if meta.template_version == templates.TEMPLATE_VERSION and meta.fingerprint:
             try:
-                made = Admin(self.s.model_copy(update={"stemmer": stemmer})).desired_components()
+                made = AliasStore(self.s.model_copy(update={"stemmer": stemmer})).desired_components()
                 fp = templates.fingerprint(
                     meta.embedding_model, meta.dimension, templates.TEMPLATE_VERSION, made
                 )

@@ -18,33 +18,43 @@ mix of old and new chunks, or the document missing in between:
   never flipped: its partial v2 chunks are deleted and v1 stays visible.
 * A crash between steps leaves extra hidden chunks, never a visible mix; the next
   ingest of the document redoes the steps (the ``_id``s are deterministic).
-* While a writer holds the alias's write lock (``osrag.admin.locking.WriteLock``), every update
+* While a writer holds the alias's write lock (``osrag.store.locking.WriteLock``), every update
   of ``hidden`` is fenced by it: a writer that lost the lock changes nothing.
 * An ``_id`` over 512 bytes is a hash of the full id (``bounded_id``), kept in ``full_id``.
 
-Apart from ``indexing`` (which reads, chunks and embeds documents and hands them
-over in batches) because this is the one place that knows the stored shape of a
-chunk (``chunk_source``) and the order of writes that keeps readers consistent.
+Apart from ingest (which reads, chunks and embeds documents, builds each chunk's stored
+``_source`` -- ``osrag.ingest.prepared`` -- and hands them over in batches) because this is the
+one place that knows the order of writes that keeps readers consistent; a version to write is
+anything with a key, a document id and its chunks' bulk actions (``VersionToWrite``).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from osrag.admin.locking import FENCE, FENCE_END, WriteLock, WriteLost, describe_writer, read_writer
-from osrag.chunking import Chunk, Document
+from osrag.chunking import Document
 from osrag.connection import Cluster
-from osrag.ingest import bulk
-from osrag.ingest.context import embedding_text
-from osrag.ingest.convert import TEXT_FORMATS
-from osrag.ingest.frontmatter import acl_groups
-from osrag.ingest.sync import FileStamp
-from osrag.names import HIDDEN_ID, content_hash, state_index, utcnow, visibility_filter
+from osrag.errors import IndexStateError
+from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
+from osrag.records import embedding_text
+from osrag.store import bulk
+from osrag.store.locking import (
+    FENCE,
+    FENCE_END,
+    WriteLock,
+    WriteLost,
+    describe,
+    describe_writer,
+    holder,
+    read_lock,
+    read_writer,
+    register_writer,
+    unregister_writer,
+)
 
 #: OpenSearch refuses a document ``_id`` over 512 bytes (and with it the whole bulk request).
 MAX_ID_BYTES = 512
@@ -52,19 +62,17 @@ MAX_ID_BYTES = 512
 MAX_KEYS_PER_FLIP = 5000
 
 
-@dataclass
-class PreparedDoc:
-    """A chunked document on its way into the store (vectors attached once embedded)."""
+class VersionToWrite(Protocol):
+    """One version of a document as the store writes it (ingest's ``PreparedDoc``)."""
 
-    doc: Document
-    path: str
     version_key: str
-    chunks: list[Chunk]
-    vectors: Any = None  # one embedding per chunk
-    stamp: FileStamp | None = (
-        None  # the file it was read from (osrag.ingest.sync); None for in-memory documents
-    )
-    contexts: list[str] | None = None  # one context per chunk (osrag.ingest.context); None: no context
+
+    @property
+    def doc_id(self) -> str: ...
+
+    def actions(self, index: str, now: str) -> Iterator[dict[str, Any]]:
+        """The bulk actions that write its chunks."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,7 @@ class VersionStore:
         self.cluster = cluster
         self.alias = alias
         #: The alias's write lock while a writer holds it: every update of the hidden list is
-        #: then fenced by it (``osrag.admin.locking``), so a writer that lost it changes nothing.
+        #: then fenced by it (``osrag.store.locking``), so a writer that lost it changes nothing.
         self.lock: WriteLock | None = None
 
     # -- reads
@@ -159,7 +167,7 @@ class VersionStore:
                 + "; this writer changed nothing more (run it again)"
             )
 
-    def write(self, index: str, todo: Sequence[PreparedDoc], current: dict[str, set[str]]) -> BatchOutcome:
+    def write(self, index: str, todo: Sequence[VersionToWrite], current: dict[str, set[str]]) -> BatchOutcome:
         """Write embedded documents hidden, refresh, then show them in one flip (module doc).
 
         ``current``: the visible versions read before (``visible_versions``), hidden by the flip."""
@@ -167,7 +175,7 @@ class VersionStore:
         self.flip(index, todo, current, outcome)
         return outcome
 
-    def write_hidden(self, index: str, todo: Sequence[PreparedDoc]) -> BatchOutcome:
+    def write_hidden(self, index: str, todo: Sequence[VersionToWrite]) -> BatchOutcome:
         """The write stage: hide the new version keys, stream their chunks, refresh. Readers see
         nothing of it until ``flip``."""
         self.hide(add=[p.version_key for p in todo])
@@ -176,12 +184,12 @@ class VersionStore:
         return outcome
 
     def flip(
-        self, index: str, todo: Sequence[PreparedDoc], current: dict[str, set[str]], outcome: BatchOutcome
+        self, index: str, todo: Sequence[VersionToWrite], current: dict[str, set[str]], outcome: BatchOutcome
     ) -> None:
         """The flip stage: one update shows every fully written version and hides the ones it
         replaces; then the replaced and the failed versions' chunks are deleted."""
         ok = [p for p in todo if p.version_key not in outcome.failed]
-        old_keys = sorted({k for p in ok for k in current.get(p.doc.doc_id, set()) if k != p.version_key})
+        old_keys = sorted({k for p in ok for k in current.get(p.doc_id, set()) if k != p.version_key})
         # The flip: one update shows every new version and hides every old one.
         self.hide(add=old_keys, remove=[p.version_key for p in ok])
         doomed = old_keys + sorted(outcome.failed)
@@ -224,7 +232,7 @@ class VersionStore:
         return left_all
 
     def stored_vectors(self, index: str, keys: Sequence[str]) -> dict[str, Any]:
-        """Embedded text (``osrag.ingest.context.embedding_text``: context and chunk text) -> its stored
+        """Embedded text (``osrag.records.embedding_text``: context and chunk text) -> its stored
         vector, over the chunks of versions ``keys``: a changed document re-embeds only chunks whose
         embedded text is new (the model is the index's own)."""
         if not keys:
@@ -247,15 +255,13 @@ class VersionStore:
                 out[embedding_text(str(src.get("context") or ""), src["text"])] = src["embedding"]
         return out
 
-    def _bulk(self, index: str, todo: Sequence[PreparedDoc], now: str) -> BatchOutcome:
+    def _bulk(self, index: str, todo: Sequence[VersionToWrite], now: str) -> BatchOutcome:
         """Stream the chunks; the documents with failed items, by version key, and those items."""
         key_of: dict[str, str] = {}  # _id -> version key, for failed items (ids may be hashes)
 
         def actions() -> Iterator[dict[str, Any]]:
             for p in todo:
-                contexts = p.contexts or [""] * len(p.chunks)
-                for c, vector, context in zip(p.chunks, p.vectors, contexts):
-                    action = chunk_action(index, p.doc, c, p.version_key, vector, now, p.stamp, context)
+                for action in p.actions(index, now):
                     key_of[action["_id"]] = p.version_key
                     yield action
 
@@ -272,51 +278,6 @@ class VersionStore:
 def version_key(doc_id: str, version: str) -> str:
     """The key every chunk of one version of a document carries: ``{doc_id}@{version}``."""
     return f"{doc_id}@{version}"
-
-
-def document_version(
-    doc: Document,
-    strategy: str,
-    config: Any,
-    model_name: str,
-    stamp: FileStamp | None = None,
-    context_recipe: str = "",
-) -> str:
-    """The version's hash: the document's text, metadata and the settings that shape its chunks
-    (``strategy``, the chunking ``config``, the model) -- and, for a file, its stamp, so the stored
-    stamp always belongs to the version. Ingest and the benches key versions with it alike."""
-    h = hashlib.sha256()
-    h.update(doc.text.encode("utf-8"))
-    h.update(repr(sorted((k, str(v)) for k, v in doc.metadata.items())).encode("utf-8"))
-    h.update(repr((strategy, config, model_name, doc.title, doc.source)).encode("utf-8"))
-    h.update(repr(sorted(doc.variables.items())).encode("utf-8"))  # they change the chunk text
-    if stamp is not None:
-        h.update(repr((stamp.collection, stamp.origin, stamp.file_hash)).encode("utf-8"))
-        if stamp.root_id:  # the same bytes from another root are another version (its owner changes)
-            h.update(f"root={stamp.root_id}".encode())
-    if context_recipe:  # the contexts change what is embedded (none adds nothing)
-        h.update(f"context={context_recipe}".encode())
-    return h.hexdigest()[:16]
-
-
-def chunk_action(
-    index: str,
-    doc: Document,
-    c: Chunk,
-    version_key: str,
-    vector: Any,
-    now: str,
-    stamp: FileStamp | None = None,
-    context: str = "",
-) -> dict[str, Any]:
-    """The bulk action that writes one chunk (``chunk_source``) under ``{version_key}:{ordinal}``,
-    bounded to the ``_id`` limit (``bounded_id``; the full id is then kept in ``full_id``)."""
-    full = f"{version_key}:{c.ordinal}"
-    _id = bounded_id(full)
-    src = chunk_source(doc, c, version_key, vector, now, stamp, context)
-    if _id != full:
-        src["full_id"] = full
-    return {"_op_type": "index", "_index": index, "_id": _id, "_source": src}
 
 
 def bounded_id(full: str) -> str:
@@ -359,83 +320,6 @@ def visible_values(
     return {b["key"]: {v["key"] for v in b["v"]["buckets"]} for b in resp["aggregations"]["d"]["buckets"]}
 
 
-def chunk_source(
-    doc: Document,
-    c: Chunk,
-    version_key: str,
-    vector: Any,
-    now: str,
-    stamp: FileStamp | None = None,
-    context: str = "",
-) -> dict[str, Any]:
-    """The stored ``_source`` of one chunk (fields the strict mapping knows; None left out);
-    a document read from a file also carries its ``collection``, ``origin`` and ``file_hash``
-    (``osrag.ingest.sync``)."""
-    md = doc.metadata
-    acl = md.get("acl")
-    # Converted files say where the chunk came from (page/slide/anchor); Markdown and text
-    # files add no field, so an index built before these fields existed still takes them.
-    fmt = md.get("format")
-    locations = md.get("locations")
-    where = locations.locate(c.start, c.end) if locations is not None else {}
-    src: dict[str, Any] = {
-        "chunk_id": c.chunk_id,
-        "doc_id": doc.doc_id,
-        "ordinal": c.ordinal,
-        "section_id": c.section_id,
-        "parent_section_id": c.parent_section_id,
-        "kind": c.kind,
-        "title": doc.title,
-        "breadcrumb": " > ".join(c.heading_path),
-        "heading_path": list(c.heading_path),
-        "text": c.text,
-        "context": context or None,  # osrag.ingest.context: embedded with the text, its own BM25 field
-        "body": c.body,
-        "start": c.start,
-        "end": c.end,
-        "version": version_key.rsplit("@", 1)[1],
-        "version_key": version_key,
-        "content_hash": content_hash(c.body or c.text),
-        "source": doc.source,
-        "category": md.get("category"),
-        "tenant": md.get("tenant"),
-        "acl": acl_groups(acl),  # a list from front matter, or "a, b" from an in-memory Document
-        "archived": bool(md.get("archived", False)),
-        "token_count": c.token_count,
-        "updated_at": _date_or_none(md.get("updated_at")),
-        "ingested_at": now,
-        "embedding": [float(x) for x in vector],
-        "source_format": fmt if fmt not in TEXT_FORMATS else None,
-        **where,
-    }
-    if stamp is not None:
-        src.update(collection=stamp.collection, origin=stamp.origin, file_hash=stamp.file_hash)
-        if stamp.root_id:
-            src["root_id"] = stamp.root_id
-        if stamp.includes:
-            src["includes"] = list(stamp.includes)
-    # The read side (osrag.ingest.documents): front-matter keys osrag does not read, and the passage's
-    # link -- the page URL (--base-url) with the chunk's heading anchor (Markdown chunks carry one).
-    # (a converted file's own anchors come from its locations; its Markdown headings are not in the original)
-    anchor = src.get("anchor") or (getattr(c, "anchor", None) if fmt in TEXT_FORMATS or fmt is None else None)
-    if anchor and "anchor" not in src:
-        src["anchor"] = anchor
-    if md.get("meta"):
-        src["meta"] = md["meta"]
-    if md.get("url"):
-        src["url"] = f"{md['url']}#{anchor}" if anchor else md["url"]
-    return {k: v for k, v in src.items() if v is not None}
-
-
-def _date_or_none(value: Any) -> str | None:
-    if not value:
-        return None
-    try:
-        return dt.date.fromisoformat(str(value)[:10]).isoformat()
-    except ValueError:
-        return None
-
-
 def _same_source(stored: str, new: str) -> bool:
     """The same source: equal text, or two spellings (relative, absolute) of one existing file."""
     if stored == new:
@@ -447,15 +331,38 @@ def _same_source(stored: str, new: str) -> bool:
         return False
 
 
+def guarded_remove(
+    cluster: Cluster, store: VersionStore, index: str, keys: list[str], what: str
+) -> list[str]:
+    """``store.remove`` as a registered writer: refused while a reindex holds its lock, and loud
+    when one took it meanwhile (its copy may have carried the removed documents over)."""
+    record = holder()
+    register_writer(cluster, store.alias, record)
+    try:
+        lock = read_lock(cluster, store.alias)
+        if lock:
+            raise IndexStateError(
+                f"{describe(lock)}: {what} refused; run it again when the reindex has finished"
+            )
+        left = store.remove(index, keys)
+        lock = read_lock(cluster, store.alias)
+        if lock:
+            raise IndexStateError(
+                f"{describe(lock)}, which began during {what}: the removed documents may be copied "
+                "into its new index; run the same command again when the reindex has finished"
+            )
+        return left
+    finally:
+        unregister_writer(cluster, store.alias, record.token)
+
+
 __all__ = [
     "MAX_ID_BYTES",
     "BatchOutcome",
-    "PreparedDoc",
     "VersionStore",
+    "VersionToWrite",
     "bounded_id",
-    "chunk_action",
-    "chunk_source",
-    "document_version",
+    "guarded_remove",
     "version_key",
     "visible_values",
 ]
