@@ -52,8 +52,8 @@ from bench_common import log  # noqa: E402
 
 from osrag.evaluation.report import machine_info  # noqa: E402
 from osrag.model_loading import quiet_transformers  # noqa: E402
+from osrag.reranker_loading import load_cross_encoder, load_reranker_model  # noqa: E402
 from osrag.search.rerank import Reranker  # noqa: E402
-from osrag.search.reranker_loading import load_cross_encoder, load_reranker_model  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "rerank.md"
 SEED = 20261201

@@ -275,7 +275,7 @@ def _new_index_model(settings: Settings) -> Check:
 
 def _reranker(settings: Settings) -> Check:
     """The cross-encoder a search runs: off, not here (said why), or loaded once as a search would."""
-    from osrag.search.reranker_loading import load_reranker_model
+    from osrag.reranker_loading import load_reranker_model
 
     choice = settings.reranker_choice
     if not settings.rerank:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from osrag.search.reranker_loading import LoadedModel, RerankUnavailable, load_reranker_model, one_line
+from osrag.reranker_loading import LoadedModel, RerankUnavailable, load_reranker_model, one_line
 
 if TYPE_CHECKING:
     from osrag.settings import Settings

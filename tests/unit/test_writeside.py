@@ -41,7 +41,7 @@ from osrag.ingest.frontmatter import (
 )
 from osrag.observability import configure_cli_logging, observe_search
 from osrag.search.query import MAX_FILTERS, parse_filters
-from osrag.steps import Call
+from osrag.steps import Call, Inline, drive
 
 
 # ================================================================== item 4: bounded front matter
@@ -287,10 +287,9 @@ def _failing_search(exc: Exception) -> Any:
 
 
 def _run_observed(exc: Exception) -> None:
-    gen = observe_search(_failing_search(exc), "вопрос")
-    next(gen)
+    transport = observe_search(Inline(lambda step: None), "вопрос")
     with pytest.raises(type(exc)):
-        gen.send(None)
+        drive(_failing_search(exc), transport)
 
 
 @pytest.mark.parametrize("exc", FAILURES, ids=lambda e: type(e).__name__ + ":" + str(e)[:12])
