@@ -19,8 +19,8 @@ from osrag.mlcommons.errors import MLCommonsError, ModelMissing, ModelNotDeploye
 from osrag.mlcommons.records import Embeddings, LocalModelMeta, ModelInfo, Task
 
 ML = "/_plugins/_ml"
-#: ml-commons stores a local model in chunks of at most 10 MB; the same size uploads well.
-CHUNK_BYTES = 10 * 1024 * 1024
+#: ml-commons refuses a chunk over 10 MB (measured against its own rounding), so 8 MiB leaves room.
+CHUNK_BYTES = 8 * 1024 * 1024
 Progress = Callable[[int, int], None]  # (chunks sent, total chunks)
 
 
@@ -96,8 +96,7 @@ class MLCommons:
                     fh.read(CHUNK_BYTES),
                     what=f"upload chunk {n + 1}/{total}",
                     model=f"{meta.name} ({model_id})",
-                    headers={"Content-Type": "application/octet-stream"},
-                )
+                                    )
                 if progress:
                     progress(n + 1, total)
         return self.get(model_id)
@@ -213,15 +212,8 @@ class MLCommons:
         out = self._req(
             "POST", f"{ML}/_predict/text_embedding/{model_id}", body, what="predict", model=model_id
         )
-        vectors = [_vector(r) for r in out.get("inference_results") or []]
-        if (
-            len(vectors) == 1
-            and len(texts) > 1
-            and isinstance(vectors[0], list)
-            and vectors[0]
-            and isinstance(vectors[0][0], list)
-        ):
-            vectors = vectors[0]
+        # a local model answers one result per text, a remote one one result holding every vector
+        vectors = [v for r in out.get("inference_results") or [] for v in _vectors(r)]
         if len(vectors) != len(texts):
             raise MLCommonsError(
                 f"model {model_id}: {len(texts)} texts sent, {len(vectors)} vectors returned"
@@ -238,15 +230,11 @@ class MLCommons:
             return model_id
 
 
-def _vector(result: dict[str, Any]) -> Any:
-    outputs = result.get("output") or []
-    for o in outputs:
-        if o.get("name") in ("sentence_embedding", None) and "data" in o:
-            return [float(x) for x in o["data"]]
-        data = (o.get("dataAsMap") or {}).get("data")  # remote models: the connector's post-process
-        if data is not None:
-            return data
-    raise MLCommonsError(f"ml-commons answered without an embedding: {str(result)[:200]}")
+def _vectors(result: dict[str, Any]) -> list[list[float]]:
+    found = [[float(x) for x in o["data"]] for o in result.get("output") or [] if "data" in o]
+    if not found:
+        raise MLCommonsError(f"ml-commons answered without an embedding: {str(result)[:200]}")
+    return found
 
 
 __all__ = ["CHUNK_BYTES", "MLCommons", "MLCommonsError", "ModelMissing", "ModelNotDeployed"]
