@@ -96,7 +96,7 @@ class MLCommons:
                     fh.read(CHUNK_BYTES),
                     what=f"upload chunk {n + 1}/{total}",
                     model=f"{meta.name} ({model_id})",
-                                    )
+                )
                 if progress:
                     progress(n + 1, total)
         return self.get(model_id)
