@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from osrag.mlcommons.blueprints import ModelRef
 from osrag.mlcommons.errors import MLCommonsError, ModelMissing, ModelNotDeployed, explain
 from osrag.mlcommons.records import Embeddings, LocalModelMeta, ModelInfo, Task
 
@@ -202,6 +203,12 @@ class MLCommons:
                 f"no ml-commons model {name}{at} in the cluster (osrag model list shows what is there)"
             )
         return hits[0]
+
+    def find(self, ref: ModelRef) -> ModelInfo:
+        """The model a reference names (``ModelMissing`` naming it when there is none)."""
+        if ref.model_id:
+            return self.get(ref.model_id)
+        return self.resolve(str(ref.name), ref.version)
 
     # ------------------------------------------------------------------ inference
     def embed(self, model_id: str, texts: Sequence[str], *, content_type: str | None = None) -> Embeddings:
