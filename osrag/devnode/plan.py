@@ -386,6 +386,9 @@ def security_settings(admin_dn: str, node_dn: str) -> dict[str, object]:
 ML_COMMONS_SETTINGS: dict[str, object] = {
     "plugins.ml_commons.only_run_on_ml_node": False,
     "plugins.ml_commons.native_memory_threshold": 99,
+    # A 1 GB dev heap holding an embedding model runs at ~85-90 %: ml-commons' heap breaker (85) would
+    # then refuse every predict.
+    "plugins.ml_commons.jvm_heap_memory_threshold": 95,
     "plugins.ml_commons.allow_registering_model_via_local_file": True,
     "plugins.ml_commons.connector.private_ip_enabled": True,
     "plugins.ml_commons.trusted_connector_endpoints_regex": [

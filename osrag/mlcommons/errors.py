@@ -42,9 +42,14 @@ _MAP: tuple[tuple[str, type[MLCommonsError], str], ...] = (
         "a single node needs plugins.ml_commons.only_run_on_ml_node=false (docs/cluster-models.md)",
     ),
     (
-        r"(?i)native memory|memory circuit breaker",
+        r"(?i)native memory",
         ClusterModelsUnavailable,
         "raise plugins.ml_commons.native_memory_threshold (docs/cluster-models.md)",
+    ),
+    (
+        r"(?i)memory circuit breaker",
+        ClusterModelsUnavailable,
+        "the node's JVM heap is over plugins.ml_commons.jvm_heap_memory_threshold (a bigger heap, or raise it)",
     ),
     (
         r"(?i)trusted.*(url|endpoint)|Connector URL is not matching",
