@@ -148,7 +148,13 @@ class MLCommons:
                 raise MLCommonsError(
                     f"model {self._label(model_id)}: deploy {task.state.lower()}: {task.error or 'no reason given'}"
                 )
-        return self.get(model_id)
+        info = self.get(model_id)
+        # The task ends before the model document says so (ml-commons' sync job writes the state).
+        deadline = time.monotonic() + min(timeout, 60.0)
+        while wait and info.state == "DEPLOYING" and time.monotonic() < deadline:
+            time.sleep(self._poll)
+            info = self.get(model_id)
+        return info
 
     def undeploy(self, model_id: str) -> ModelInfo:
         self._req("POST", f"{ML}/models/{model_id}/_undeploy", what="undeploy", model=model_id)

