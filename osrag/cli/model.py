@@ -100,6 +100,10 @@ def register(
         click.echo(f"\ruploading {zip_path.name}: chunk {done}/{total}", err=True, nl=done == total)
 
     info = ml.register_local(zip_path, meta, progress=progress)
+    from osrag.mlcommons.embedder import keep_tokenizer
+    from osrag.settings import load_settings
+
+    keep_tokenizer(zip_path, load_settings().models_dir, meta.content_hash)  # the budget counts in it
     if deploy:
         click.echo(f"deploying {info.label} ...", err=True)
         info = ml.deploy(info.model_id)

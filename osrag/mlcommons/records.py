@@ -26,6 +26,9 @@ class ModelInfo:
     connector_id: str | None = None
     worker_nodes: tuple[str, ...] = ()
     description: str = ""
+    query_prefix: str | None = None  # asymmetric models (e5): ml-commons adds these itself
+    passage_prefix: str | None = None
+    max_length: int | None = None
 
     @property
     def deployed(self) -> bool:
@@ -59,6 +62,9 @@ class ModelInfo:
             connector_id=doc.get("connector_id"),
             worker_nodes=tuple(str(n) for n in nodes),
             description=str(doc.get("description", "")),
+            query_prefix=config.get("query_prefix"),
+            passage_prefix=config.get("passage_prefix"),
+            max_length=config.get("model_max_length"),
         )
 
     def as_dict(self) -> dict[str, Any]:

