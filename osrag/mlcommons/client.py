@@ -217,11 +217,24 @@ class MLCommons:
         return self.resolve(str(ref.name), ref.version)
 
     # ------------------------------------------------------------------ inference
-    def embed(self, model_id: str, texts: Sequence[str], *, content_type: str | None = None) -> Embeddings:
-        """Vectors for ``texts`` from a deployed text-embedding model (local or remote)."""
+    def embed(
+        self,
+        model_id: str,
+        texts: Sequence[str],
+        *,
+        content_type: str | None = None,
+        parameters: dict[str, Any] | None = None,
+    ) -> Embeddings:
+        """Vectors for ``texts`` from a deployed text-embedding model (local or remote).
+
+        ``content_type`` (query/passage) is for a local asymmetric model; ``parameters`` reach a
+        remote model's connector (e.g. ``input_type``)."""
         body: dict[str, Any] = {"text_docs": list(texts), "target_response": ["sentence_embedding"]}
+        params = dict(parameters or {})
         if content_type:
-            body["parameters"] = {"content_type": content_type}
+            params["content_type"] = content_type
+        if params:
+            body["parameters"] = params
         out = self._req(
             "POST", f"{ML}/_predict/text_embedding/{model_id}", body, what="predict", model=model_id
         )

@@ -77,11 +77,15 @@ class ClusterModel:
         return bool(self.info.query_prefix or self.info.passage_prefix)
 
     def encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
-        content = ("query" if is_query else "passage") if self.asymmetric else None
+        kind = "query" if is_query else "passage"
+        content = kind if self.asymmetric else None
+        # A remote model's side (query/passage) is its connector's: ml-commons' text-embedding
+        # predict does not pass request parameters through to it (seen on 3.6).
+        params = None
         out: list[list[float]] = []
         for i in range(0, len(texts), PREDICT_BATCH):
             part = list(texts[i : i + PREDICT_BATCH])
-            out += self._ml.embed(self.info.model_id, part, content_type=content).vectors
+            out += self._ml.embed(self.info.model_id, part, content_type=content, parameters=params).vectors
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     @property
