@@ -205,7 +205,7 @@ def show(ref: str, as_json: bool) -> None:
 @click.argument("ref")
 @click.option("--yes", is_flag=True, help="Do not ask.")
 def delete(ref: str, yes: bool) -> None:
-    """Undeploy (if deployed) and delete a model; its connector stays."""
+    """Undeploy (if deployed) and delete a model, and the connector `osrag model remote` made for it."""
     ml = _ml()
     info = ml.find(_ref(ref))
     if not yes:
@@ -214,3 +214,11 @@ def delete(ref: str, yes: bool) -> None:
         ml.undeploy(info.model_id)
     ml.delete(info.model_id)
     click.echo(f"deleted {info.label}")
+    if info.connector_id and ml.connector_name(info.connector_id) == f"{info.name}-connector":
+        from osrag.mlcommons.errors import MLCommonsError
+
+        try:
+            ml.delete_connector(info.connector_id)
+            click.echo(f"deleted its connector {info.connector_id}")
+        except MLCommonsError as exc:  # ml-commons may count another model as its user; the model is gone
+            click.echo(f"kept its connector: {exc}", err=True)

