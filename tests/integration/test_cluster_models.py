@@ -193,6 +193,10 @@ def test_an_index_whose_model_is_in_the_cluster(
         meta = admin.meta()
         assert meta.embedding_model == remote_e5 and meta.dimension == 384
         assert str(meta.embedding_fingerprint).startswith("connector:")
+        from osrag.admin.status import read_status
+
+        where = read_status(s).model_location
+        assert where is not None and where["where"] == "remote (connector)" and where["deployed"] is True
         client = SearchClient(s, principal=PUBLIC)
         for question, doc in PARAPHRASES:
             knn = client.retrieve(question, mode="knn", depth=5).hits
