@@ -46,8 +46,20 @@ def main() -> int:
     texts = texts[: args.chunks]
     name = f"bench-cluster-embed-{uuid.uuid4().hex[:8]}"
     dim = info.dimension or 384
-    mapping = {"settings": {"index.knn": True, "number_of_replicas": 0}, "mappings": {"properties": {
-        "text": {"type": "text"}, "vec": {"type": "knn_vector", "dimension": dim}}}}
+    mapping = {
+        "settings": {"index.knn": True, "number_of_replicas": 0},
+        "mappings": {
+            "properties": {
+                "text": {"type": "text"},
+                "vec": {
+                    "type": "knn_vector",
+                    "dimension": dim,
+                    # lucene, as osrag's indices: faiss needs a native library a dev node may not have
+                    "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"},
+                },
+            }
+        },
+    }
     pipeline = {"processors": [{"text_embedding": {"model_id": info.model_id, "field_map": {"text": "vec"}}}]}
     out: dict[str, list[float]] = {"predict_then_bulk": [], "ingest_pipeline": []}
     try:
@@ -59,16 +71,26 @@ def main() -> int:
             vecs: list[list[float]] = []
             for i in range(0, len(texts), args.batch):
                 vecs += ml.embed(info.model_id, texts[i : i + args.batch], content_type="passage").vectors
-            helpers.bulk(client, ({"_index": idx, "_source": {"text": t, "vec": v}} for t, v in zip(texts, vecs)),
-                         chunk_size=args.batch, refresh=True)
+            helpers.bulk(
+                client,
+                ({"_index": idx, "_source": {"text": t, "vec": v}} for t, v in zip(texts, vecs)),
+                chunk_size=args.batch,
+                refresh=True,
+            )
             out["predict_then_bulk"].append(round(time.monotonic() - t0, 2))
             client.indices.delete(index=idx)
 
             idx = f"{name}-i{r}"
-            client.indices.create(index=idx, body={**mapping, "settings": {**mapping["settings"], "default_pipeline": name}})
+            client.indices.create(
+                index=idx, body={**mapping, "settings": {**mapping["settings"], "default_pipeline": name}}
+            )
             t0 = time.monotonic()
-            helpers.bulk(client, ({"_index": idx, "_source": {"text": t}} for t in texts), chunk_size=args.batch,
-                         refresh=True)
+            helpers.bulk(
+                client,
+                ({"_index": idx, "_source": {"text": t}} for t in texts),
+                chunk_size=args.batch,
+                refresh=True,
+            )
             out["ingest_pipeline"].append(round(time.monotonic() - t0, 2))
             n = client.count(index=idx)["count"]
             assert n == len(texts), (n, len(texts))
@@ -77,7 +99,9 @@ def main() -> int:
         for idx in client.indices.get(index=f"{name}-*", ignore_unavailable=True):
             client.indices.delete(index=idx)
         client.ingest.delete_pipeline(id=name, ignore=[404])
-    print(json.dumps({"model": info.label, "chunks": len(texts), "batch": args.batch, "seconds": out}, indent=2))
+    print(
+        json.dumps({"model": info.label, "chunks": len(texts), "batch": args.batch, "seconds": out}, indent=2)
+    )
     return 0
 
 
