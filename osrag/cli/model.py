@@ -34,7 +34,7 @@ def _show(info: Any, as_json: bool) -> None:
     else:
         dim = f", {info.dimension} dims" if info.dimension else ""
         click.echo(
-            f"{info.label}: {info.state.lower()}, {info.function_name.lower()} in the {info.where}{dim}"
+            f"{info.label}: {info.state.lower()}, {info.function_name.lower()}, runs in the {info.where}{dim}"
         )
 
 

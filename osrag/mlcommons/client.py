@@ -165,7 +165,29 @@ class MLCommons:
         return self.get(model_id)
 
     def delete(self, model_id: str) -> None:
+        """Delete a model, and its model group when no other version is left in it."""
+        group = self.get(model_id).group_id
         self._req("DELETE", f"{ML}/models/{model_id}", what="delete", model=model_id)
+        if group:
+            left = self._req(
+                "POST",
+                f"{ML}/models/_search",
+                {
+                    "query": {
+                        "bool": {
+                            "must": [{"term": {"model_group_id": group}}],
+                            "must_not": [{"exists": {"field": "chunk_number"}}],
+                        }
+                    },
+                    "size": 0,
+                },
+                what="count the model group's models",
+                model=model_id,
+            )
+            if not ((left.get("hits") or {}).get("total") or {}).get("value"):
+                self._req(
+                    "DELETE", f"{ML}/model_groups/{group}", what="delete its model group", model=model_id
+                )
 
     def task(self, task_id: str) -> Task:
         return Task.from_doc(task_id, self._req("GET", f"{ML}/tasks/{task_id}", what=f"read task {task_id}"))
