@@ -250,3 +250,42 @@ def test_model_commands(monkeypatch: pytest.MonkeyPatch, opensearch_url: str, em
     missing = run(cli, ["model", "show", f"ml:{name}"])
     assert missing.exit_code != 0
     assert f"no ml-commons model {name}" in str(missing.exception or missing.output)
+
+
+def test_reindex_moves_an_alias_to_a_cluster_model_and_back(
+    settings: Any, remote_e5: str, tmp_path: Path
+) -> None:
+    """navec (in the app) -> the remote e5 (in the cluster) -> navec: verify, flip, counts kept."""
+    from osrag import PUBLIC, SearchClient
+    from osrag.admin.installer import Admin
+    from osrag.admin.reindex import Reindexer
+    from osrag.ingest.indexing import Ingester
+    from tests.integration.conftest import drop_alias
+    from tests.integration.test_async import DOCS, write_corpus
+
+    admin = Admin(settings)
+    admin.install()
+    try:
+        report = Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
+        assert report.failed == [] and report.indexed == len(DOCS)
+        first = admin.current_index()
+        counts = Reindexer(settings).counts(first)
+
+        to_cluster = Reindexer(settings).run(remote_e5)
+        meta = admin.meta(to_cluster.target)
+        assert (meta.embedding_model, meta.dimension, meta.previous_index) == (remote_e5, 384, first)
+        assert Reindexer(settings).counts(to_cluster.target) == counts
+        on_cluster = settings.model_copy(update={"embedding_model": remote_e5})
+        hits = (
+            SearchClient(on_cluster, principal=PUBLIC)
+            .retrieve("доставка по Москве", mode="knn", depth=3)
+            .hits
+        )
+        assert hits
+
+        back = Reindexer(settings).run(settings.embedding_model)
+        assert admin.meta(back.target).embedding_model == settings.embedding_model
+        assert admin.current_index() == back.target
+        assert Reindexer(settings).counts(back.target) == counts
+    finally:
+        drop_alias(admin.cluster.client, settings.alias)
