@@ -19,6 +19,7 @@ from osrag.mlcommons.blueprints import (
     E5_PREFIXES,
     ModelRef,
     openai_embeddings_connector,
+    parse_ref,
     text_embedding_config,
 )
 from osrag.mlcommons.client import MLCommons
@@ -175,7 +176,7 @@ def remote_e5(ml: MLCommons, embeddings_server: str) -> Iterator[str]:
 
 
 def test_an_index_whose_model_is_in_the_cluster(
-    settings: Any, remote_e5: str, tmp_path: Path, e5: Any
+    settings: Any, remote_e5: str, tmp_path: Path, e5: Any, ml: MLCommons
 ) -> None:
     """Ingest sends text and the cluster embeds it; the index is pinned to the cluster model;
     a question worded unlike its answer is found by the dense head, no model loaded here."""
@@ -198,10 +199,24 @@ def test_an_index_whose_model_is_in_the_cluster(
 
         where = read_status(s).model_location
         assert where is not None and where["where"] == "remote (connector)" and where["deployed"] is True
+        from osrag.admin.doctor import diagnose
+
+        model_check = next(c for c in diagnose(s) if c.name == "model")
+        assert model_check.status == "ok" and "runs in the remote (connector)" in model_check.detail, (
+            model_check
+        )
         client = SearchClient(s, principal=PUBLIC)
         for question, doc in PARAPHRASES:
             knn = client.retrieve(question, mode="knn", depth=5).hits
             assert knn and knn[0].source.doc_id.endswith(doc), (question, [h.source.doc_id for h in knn])
+
+        # The model gone from the cluster: a search fails with one line naming it.
+        gone = ml.find(parse_ref(remote_e5))
+        ml.undeploy(gone.model_id)
+        ml.delete(gone.model_id)
+        with pytest.raises(ModelMissing, match=remote_e5.removeprefix("ml:")) as err:
+            SearchClient(s, principal=PUBLIC).search(PARAPHRASES[0][0], budget_tokens=300)
+        assert "\n" not in str(err.value)
     finally:
         drop_alias(admin.cluster.client, s.alias)
 
