@@ -71,6 +71,33 @@ def openai_embeddings_connector(
     }
 
 
+def text_similarity_config(model_type: str = "bert") -> dict[str, Any]:
+    """``model_config`` of a local ONNX cross-encoder (``TEXT_SIMILARITY``): its graph takes
+    input_ids, attention_mask, token_type_ids of the pair and returns one score."""
+    return {"model_type": model_type, "embedding_dimension": 1, "framework_type": "huggingface_transformers"}
+
+
+def rerank_pipeline(model_id: str, text_field: str, *, description: str = "") -> dict[str, Any]:
+    """A search pipeline whose ``rerank`` response processor scores the hits with a
+    TEXT_SIMILARITY model in the cluster (the question comes in the search's ``ext.rerank``)."""
+    return {
+        "description": description or f"osrag: rerank with ml-commons model {model_id}",
+        "response_processors": [
+            {
+                "rerank": {
+                    "ml_opensearch": {"model_id": model_id},
+                    "context": {"document_fields": [text_field]},
+                }
+            }
+        ],
+    }
+
+
+def rerank_ext(question: str) -> dict[str, Any]:
+    """The search body's ``ext`` that hands the question to the rerank processor."""
+    return {"rerank": {"query_context": {"query_text": question}}}
+
+
 @dataclass(frozen=True)
 class ModelRef:
     """How osrag names an ml-commons model: by id, or by name with an optional version."""
