@@ -272,6 +272,17 @@ class MLCommons:
             )
         return Embeddings(vectors, model_id)
 
+    def similarity(self, model_id: str, question: str, texts: Sequence[str]) -> list[float]:
+        """A TEXT_SIMILARITY model's score of (question, text) for each text, in order."""
+        body = {"query_text": question, "text_docs": list(texts)}
+        out = self._req(
+            "POST", f"{ML}/_predict/TEXT_SIMILARITY/{model_id}", body, what="rerank", model=model_id
+        )
+        scores = [float(v[0]) for r in out.get("inference_results") or [] for v in _vectors(r)]
+        if len(scores) != len(texts):
+            raise MLCommonsError(f"model {model_id}: {len(texts)} texts sent, {len(scores)} scores returned")
+        return scores
+
     def predict_raw(self, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._req("POST", f"{ML}/models/{model_id}/_predict", body, what="predict", model=model_id)
 

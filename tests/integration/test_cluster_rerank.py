@@ -206,3 +206,58 @@ def test_the_cluster_reranks_with_a_text_similarity_model(
                 step()
             except MLCommonsError:
                 pass
+
+
+def test_search_reranks_in_the_cluster_and_says_so(
+    os_client: Any, settings: Any, toy: tuple[Path, Any, bytes], tmp_path: Path
+) -> None:
+    """OSRAG_RERANKER_MODEL=ml:NAME: osrag's search scores its candidates with the cluster's
+    TEXT_SIMILARITY model; the envelope names the reranker and says it ran in the cluster."""
+    from osrag import PUBLIC, SearchClient
+    from osrag.admin.installer import Admin
+    from osrag.ingest.indexing import Ingester
+    from tests.integration.conftest import drop_alias
+    from tests.integration.test_async import write_corpus
+
+    path, _, _ = toy
+    ml = MLCommons(os_client, poll_seconds=0.5)
+    name = f"t-ce-{uuid.uuid4().hex[:8]}"
+    meta = LocalModelMeta(
+        name,
+        "TEXT_SIMILARITY",
+        "ONNX",
+        hashlib.sha256(path.read_bytes()).hexdigest(),
+        path.stat().st_size,
+        text_similarity_config(),
+    )
+    info = ml.register_local(path, meta)
+    admin = Admin(settings)
+    try:
+        try:
+            ml.deploy(info.model_id)
+        except MLCommonsError as exc:
+            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
+                pytest.skip(
+                    "this node has no libtorch for DJL: restart it with `osrag dev up`, which places it"
+                )
+            raise
+        admin.install()
+        Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
+        s = settings.model_copy(update={"rerank": True, "reranker_model": f"ml:{name}"})
+        env = SearchClient(s, principal=PUBLIC).search("сколько стоит доставка по Москве?", budget_tokens=400)
+        assert env.rerank.used and env.rerank.where == "cluster" and env.rerank.model == f"ml:{name}", (
+            env.rerank
+        )
+        assert env.rerank.reranked > 0
+        assert all(p.scores.rerank is not None for p in env.passages[: env.rerank.reranked])
+
+        ml.undeploy(info.model_id)  # gone from the nodes: ranked without it, the note names it
+        env = SearchClient(s, principal=PUBLIC).search("сколько стоит доставка по Москве?", budget_tokens=400)
+        assert not env.rerank.used and name in env.rerank.note, env.rerank
+    finally:
+        drop_alias(admin.cluster.client, settings.alias)
+        for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
+            try:
+                step()
+            except MLCommonsError:
+                pass
