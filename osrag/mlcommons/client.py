@@ -89,6 +89,21 @@ class MLCommons:
             "POST", f"{ML}/models/meta", meta.body(group_id, total), what="register", model=meta.name
         )
         model_id = str(made["model_id"])
+        try:
+            self._upload(zip_path, model_id, meta.name, total, progress)
+        except MLCommonsError:
+            try:  # a half-uploaded model would only ever fail to deploy
+                self._req(
+                    "DELETE", f"{ML}/models/{model_id}", what="delete the half-uploaded model", model=model_id
+                )
+            except MLCommonsError:
+                pass
+            raise
+        return self.get(model_id)
+
+    def _upload(
+        self, zip_path: Path, model_id: str, name: str, total: int, progress: Progress | None
+    ) -> None:
         with zip_path.open("rb") as fh:
             for n in range(total):
                 self._req(
@@ -96,11 +111,10 @@ class MLCommons:
                     f"{ML}/models/{model_id}/upload_chunk/{n}",
                     fh.read(CHUNK_BYTES),
                     what=f"upload chunk {n + 1}/{total}",
-                    model=f"{meta.name} ({model_id})",
+                    model=f"{name} ({model_id})",
                 )
                 if progress:
                     progress(n + 1, total)
-        return self.get(model_id)
 
     # ------------------------------------------------------------------ connectors, remote models
     def create_connector(self, body: dict[str, Any]) -> str:
