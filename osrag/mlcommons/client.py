@@ -199,9 +199,12 @@ class MLCommons:
                 model=model_id,
             )
             if not ((left.get("hits") or {}).get("total") or {}).get("value"):
-                self._req(
-                    "DELETE", f"{ML}/model_groups/{group}", what="delete its model group", model=model_id
-                )
+                try:  # best effort: ml-commons may still count the version just deleted
+                    self._req(
+                        "DELETE", f"{ML}/model_groups/{group}", what="delete its model group", model=model_id
+                    )
+                except MLCommonsError:
+                    pass
 
     def task(self, task_id: str) -> Task:
         return Task.from_doc(task_id, self._req("GET", f"{ML}/tasks/{task_id}", what=f"read task {task_id}"))
