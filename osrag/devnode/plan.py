@@ -391,11 +391,17 @@ ML_COMMONS_SETTINGS: dict[str, object] = {
     "plugins.ml_commons.jvm_heap_memory_threshold": 95,
     "plugins.ml_commons.allow_registering_model_via_local_file": True,
     "plugins.ml_commons.connector.private_ip_enabled": True,
+    # ml-commons 3.6's own list, plus loopback (setting the list replaces it, so it is repeated here)
     "plugins.ml_commons.trusted_connector_endpoints_regex": [
+        r"^https://runtime\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://api\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
         r"^https://api\.openai\.com/.*$",
         r"^https://api\.cohere\.ai/.*$",
-        r"^https://runtime\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://api\.deepseek\.com/.*$",
+        r"^https://generativelanguage\.googleapis\.com/.*$",
         r"^https://bedrock-runtime\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://bedrock-agent-runtime\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://bedrock\..*[a-z0-9-]\.amazonaws\.com/.*$",
         r"^http://127\.0\.0\.1:[0-9]+/.*$",
         r"^http://localhost:[0-9]+/.*$",
     ],
