@@ -289,6 +289,18 @@ class MLCommons:
             )
         return Embeddings(vectors, model_id)
 
+    def embed_remote(self, model_id: str, texts: Sequence[str], parameters: dict[str, Any]) -> Embeddings:
+        """Vectors from a remote model, its connector's parameters set for this request (e.g.
+        ``input_type``), which the text-embedding predict does not pass through."""
+        body = {"parameters": {**parameters, "input": list(texts)}}
+        out = self._req("POST", f"{ML}/models/{model_id}/_predict", body, what="predict", model=model_id)
+        vectors = [v for r in out.get("inference_results") or [] for v in _vectors(r)]
+        if len(vectors) != len(texts):
+            raise MLCommonsError(
+                f"model {model_id}: {len(texts)} texts sent, {len(vectors)} vectors returned"
+            )
+        return Embeddings(vectors, model_id)
+
     def similarity(self, model_id: str, question: str, texts: Sequence[str]) -> list[float]:
         """A TEXT_SIMILARITY model's score of (question, text) for each text, in order."""
         body = {"query_text": question, "text_docs": list(texts)}

@@ -79,13 +79,14 @@ class ClusterModel:
     def encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
         kind = "query" if is_query else "passage"
         content = kind if self.asymmetric else None
-        # A remote model's side (query/passage) is its connector's: ml-commons' text-embedding
-        # predict does not pass request parameters through to it (seen on 3.6).
-        params = None
+        remote = self.info.where != "cluster"
         out: list[list[float]] = []
         for i in range(0, len(texts), PREDICT_BATCH):
             part = list(texts[i : i + PREDICT_BATCH])
-            out += self._ml.embed(self.info.model_id, part, content_type=content, parameters=params).vectors
+            if remote:  # the side goes to the connector (osrag's blueprint sends it as input_type)
+                out += self._ml.embed_remote(self.info.model_id, part, {"input_type": kind}).vectors
+            else:
+                out += self._ml.embed(self.info.model_id, part, content_type=content).vectors
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     @property

