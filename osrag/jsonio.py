@@ -45,7 +45,7 @@ class OrjsonSerializer(JSONSerializer):
             raise SerializationError(s, exc) from exc
 
     def dumps(self, data: Any) -> Any:
-        if isinstance(data, str):  # already serialized (a bulk body, a template)
+        if isinstance(data, (str, bytes)):  # already serialized (a bulk body, a template, a model chunk)
             return data
         try:
             # str, as the default serializer returns: the bulk helpers join lines as text.

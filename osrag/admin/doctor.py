@@ -240,6 +240,7 @@ def _install_state(settings: Settings, cluster: Cluster) -> list[Check]:
 def _model(settings: Settings, admin: AliasStore, index: str) -> Check:
     from osrag.embedding import embedder_for, require_same_model
 
+    name: str | None = None
     try:
         meta = admin.meta(index)
         name = meta.embedding_model
@@ -249,9 +250,16 @@ def _model(settings: Settings, admin: AliasStore, index: str) -> Check:
             )
         emb = embedder_for(settings, meta=meta)
         require_same_model(meta, emb)
+        if emb.backend == "ml-commons":  # the model is in the cluster: say where and that it answers
+            info = emb.model.info
+            where = f"runs in the {info.where} as {info.label}, {info.state.lower()}"
+            return Check("model", "ok", f"{name} (dim {emb.dimension}) {where}, matches {index}")
         return Check("model", "ok", f"{name} (dim {emb.dimension}) loads here and matches {index}")
     except OsragError as exc:
-        return Check("model", "fail", str(exc), "install the model's package/files here, or `osrag reindex`")
+        hint = "install the model's package/files here, or `osrag reindex`"
+        if name and name.startswith(("ml:", "ml-id:")):
+            hint = "`osrag model list` / `osrag model deploy`, or `osrag reindex` to another model"
+        return Check("model", "fail", str(exc), hint)
     except Exception as exc:  # a model loader's own error (no hub, bad files): named, not a traceback
         return Check("model", "fail", f"{type(exc).__name__}: {str(exc)[:200]}", "install the model here")
 

@@ -43,6 +43,8 @@ class Status:
     #: would get), "embedding_source" (how it was chosen) and "reranker" (None: no cross-encoder),
     #: "reranker_source" (one line: configured, default or fallback and why). Local facts only.
     models: dict[str, Any] = field(default_factory=dict)
+    # Where the index's embedding model runs: this process ("client"), or ml-commons (its id and state)
+    model_location: dict[str, Any] | None = None
 
 
 def status(settings: Settings) -> dict[str, Any]:
@@ -85,6 +87,7 @@ def read_status(settings: Settings) -> Status:
         st.index = index
         st.layout["index"] = admin.layout(index)
         st.embedding_model = meta.embedding_model
+        st.model_location = model_location(admin, meta.embedding_model)
         st.dimension = meta.dimension
         st.last_ingest_at = meta.last_ingest_at
         st.last_ingest_age_s = age_seconds(st.last_ingest_at)
@@ -94,6 +97,36 @@ def read_status(settings: Settings) -> Status:
         st.fusion = settings.fusion
     st.models = models_in_use(settings, meta)
     return st
+
+
+def model_location(admin: AliasStore, model: str | None) -> dict[str, Any] | None:
+    """``{"where": "client"}``, or for an ml-commons model where it runs, its id and whether it is
+    deployed; a model the cluster does not have is reported with the one-line reason."""
+    from osrag.mlcommons.blueprints import is_cluster_model, parse_ref
+    from osrag.mlcommons.client import MLCommons
+    from osrag.mlcommons.errors import MLCommonsError
+
+    if model is None:
+        return None
+    if not is_cluster_model(model):
+        return {"where": "client"}
+    try:
+        info = MLCommons(admin.cluster.client).find(parse_ref(model))
+    except (MLCommonsError, ValueError) as exc:
+        return {
+            "where": "cluster",
+            "model_id": None,
+            "state": "missing",
+            "deployed": False,
+            "error": str(exc),
+        }
+    return {
+        "where": info.where,
+        "model_id": info.model_id,
+        "version": info.version,
+        "state": info.state,
+        "deployed": info.deployed,
+    }
 
 
 def models_in_use(settings: Settings, meta: IndexMeta | None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import sys
 import click
 
 from osrag import __version__
-from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, read, serve
+from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, model, read, serve
 from osrag.errors import InvalidSetting, OsragError
 from osrag.vocabulary import describe_fusion
 
@@ -66,6 +66,7 @@ for _command in (
     evaluate.eval_cmd,
     serve.serve,
     mcp.mcp,
+    model.model,
 ):
     cli.add_command(_command)
 

@@ -221,6 +221,10 @@ def status(as_json: bool) -> None:
         age = st["last_ingest_age_s"]
         click.echo(f"alias {st['alias']} -> {st['index']}")
         click.echo(f"model: {st['embedding_model']} (dim {st['dimension']}) · fusion: {st['fusion']}")
+        loc = st.get("model_location") or {}
+        if loc.get("where", "client") != "client":
+            state = loc.get("error") or f"{loc['model_id']}: {loc['state'].lower()}"
+            click.echo(f"  runs in the {loc['where']} · {state}")
         click.echo(
             f"documents: {st['documents']} · chunks: {st['chunks']} · last ingest: "
             f"{st['last_ingest_at'] or 'never'}" + (f" ({age / 3600:.1f} h ago)" if age is not None else "")

@@ -95,9 +95,27 @@ class LauncherBase:
     def _any_spec(self) -> NodeSpec:
         raise NotImplementedError
 
+    def _place_ml_natives(self, spec: NodeSpec) -> None:
+        """libtorch for ml-commons' local models, from Maven Central, unless already in the data dir
+        (osrag.devnode.mlnatives says why). A fetch that fails costs local models only: logged, not fatal."""
+        from osrag.devnode import mlnatives
+        from osrag.errors import LauncherError
+
+        natives = mlnatives.wanted(spec.install_dir)
+        if natives is None or natives.placed(spec.data_dir):
+            return
+        try:
+            files = proc.fetch([natives.native, natives.jni], self.m2, self.java_home(), self._log)
+            mlnatives.lay_out(
+                natives, files[natives.native.coordinate], files[natives.jni.coordinate], spec.data_dir
+            )
+        except (LauncherError, OSError, KeyError) as exc:
+            self._log(f"ml-commons local models will not deploy offline on {spec.name}: {exc}")
+
     def _start(self, specs: list[NodeSpec], ymls: list[str]) -> None:
         for spec, yml in zip(specs, ymls, strict=True):
             proc.prepare_run_dir(spec, yml)
+            self._place_ml_natives(spec)
             proc.hand_to_node_user(spec, self.home)
         jh = self.java_home()
         proc.launch(specs, [proc.node_env(jh, s) for s in specs], self._log)

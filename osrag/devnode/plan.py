@@ -48,17 +48,20 @@ class Artifact:
     version: str
     plugin_name: str | None = None  # name the plugin registers under, when a plugin
     packaging: str = "zip"
+    classifier: str | None = None  # e.g. a native jar's platform (linux-x86_64)
 
     @property
     def coordinate(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}:{self.packaging}"
+        tail = f":{self.classifier}" if self.classifier else ""
+        return f"{self.group}:{self.artifact}:{self.version}:{self.packaging}{tail}"
 
     def path_in(self, repo: Path) -> Path:
+        tail = f"-{self.classifier}" if self.classifier else ""
         return (
             repo.joinpath(*self.group.split("."))
             / self.artifact
             / self.version
-            / f"{self.artifact}-{self.version}.{self.packaging}"
+            / f"{self.artifact}-{self.version}{tail}.{self.packaging}"
         )
 
 
@@ -72,7 +75,8 @@ def fetch_pom(arts: list[Artifact]) -> str:
         "    <dependency>"
         f"<groupId>{escape(a.group)}</groupId><artifactId>{escape(a.artifact)}</artifactId>"
         f"<version>{escape(a.version)}</version><type>{escape(a.packaging)}</type>"
-        "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>"
+        + (f"<classifier>{escape(a.classifier)}</classifier>" if a.classifier else "")
+        + "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>"
         "</dependency>\n"
         for a in arts
     )
@@ -375,6 +379,44 @@ def security_settings(admin_dn: str, node_dn: str) -> dict[str, object]:
     }
 
 
+#: ml-commons on a dev node: models run on the data nodes (a dev node is no dedicated ML node), the
+#: native-memory breaker (90 % of a busy 2-core box's RAM is reached by other work) only at 99 %,
+#: local model zips may be registered by upload, and a connector may call a server on loopback
+#: (the tests' OpenAI-compatible server). docs/cluster-models.md says what each is for.
+ML_COMMONS_SETTINGS: dict[str, object] = {
+    "plugins.ml_commons.only_run_on_ml_node": False,
+    "plugins.ml_commons.native_memory_threshold": 99,
+    # A 1 GB dev heap holding an embedding model runs at ~85-90 %: ml-commons' heap breaker (85) would
+    # then refuse every predict.
+    "plugins.ml_commons.jvm_heap_memory_threshold": 95,
+    "plugins.ml_commons.allow_registering_model_via_local_file": True,
+    "plugins.ml_commons.connector.private_ip_enabled": True,
+    # ml-commons 3.6's own list, plus loopback (setting the list replaces it, so it is repeated here)
+    "plugins.ml_commons.trusted_connector_endpoints_regex": [
+        r"^https://runtime\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://api\.sagemaker\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://api\.openai\.com/.*$",
+        r"^https://api\.cohere\.ai/.*$",
+        r"^https://api\.deepseek\.com/.*$",
+        r"^https://generativelanguage\.googleapis\.com/.*$",
+        r"^https://bedrock-runtime\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://bedrock-agent-runtime\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^https://bedrock\..*[a-z0-9-]\.amazonaws\.com/.*$",
+        r"^http://127\.0\.0\.1:[0-9]+/.*$",
+        r"^http://localhost:[0-9]+/.*$",
+    ],
+}
+
+
+def ml_commons_settings(version: str) -> dict[str, object]:
+    """``ML_COMMONS_SETTINGS`` for ``version``: the private-IP switch only where ml-commons has it (3.x);
+    an unknown setting in opensearch.yml stops a node from starting."""
+    settings = dict(ML_COMMONS_SETTINGS)
+    if parse_version(version) < (3, 0, 0):
+        settings.pop("plugins.ml_commons.connector.private_ip_enabled")
+    return settings
+
+
 def opensearch_yml(spec: NodeSpec, security: dict[str, object] | None = None) -> str:
     """The node's whole opensearch.yml; values are JSON, which YAML reads as-is."""
     settings: dict[str, object] = {
@@ -393,6 +435,7 @@ def opensearch_yml(spec: NodeSpec, security: dict[str, object] | None = None) ->
         settings["cluster.initial_cluster_manager_nodes"] = list(spec.initial_managers)
     else:
         settings["discovery.type"] = "single-node"
+    settings.update(ml_commons_settings(spec.version))
     settings.update(spec.extra)
     if security:
         settings.update(security)

@@ -178,6 +178,7 @@ class QuerySteps(Retriever):
                 h.rerank, h.truncated = sc, tr
             ordered = [ordered[i] for i in rr.order]  # scored head by score, the rest in fused order
             info.used = True
+            info.where = self._reranker.where
             info.reranked = rr.scored
             info.budget_ms = budget if budget is not None else self._reranker.budget_ms
             said = []

@@ -28,10 +28,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from osrag.errors import ModelError
 from osrag.reranker_loading import LoadedModel, RerankUnavailable, load_reranker_model, one_line
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ class Reranker:
         depth: int | None = None,
         models_dir: Path | None = None,
         budget_ms: float | None = None,
+        cluster_client: Any | None = None,
     ) -> None:
         if budget_ms is not None and budget_ms <= 0:
             raise ValueError(f"rerank budget must be a positive number of milliseconds, got {budget_ms}")
@@ -124,6 +126,39 @@ class Reranker:
         self.models_dir = models_dir
         self._model: LoadedModel | None = None
         self._load_error: RerankUnavailable | None = None
+        # ml:NAME / ml-id:ID: a TEXT_SIMILARITY model in the cluster's ml-commons, reached through
+        # the client this callable returns; nothing is loaded here.
+        self.cluster_client = cluster_client
+        self._cluster_model_id: str | None = None
+
+    @property
+    def where(self) -> str:
+        return "cluster" if self.model_name.startswith(("ml:", "ml-id:")) else "client"
+
+    def _score_in_cluster(self, question: str, texts: Sequence[str]) -> RerankResult:
+        from osrag.mlcommons.blueprints import parse_ref
+        from osrag.mlcommons.client import MLCommons
+
+        if self.cluster_client is None:
+            raise RerankUnavailable(
+                f"reranker {self.model_name!r}: a model in the cluster needs a connection"
+            )
+        head = depth_cut(len(texts), self.depth)
+        try:
+            ml = MLCommons(self.cluster_client())
+            if self._cluster_model_id is None:
+                self._cluster_model_id = ml.find(parse_ref(self.model_name)).model_id
+            head_scores = ml.similarity(self._cluster_model_id, question, list(texts[:head]))
+        except ModelError as exc:
+            raise RerankUnavailable(f"reranker {self.model_name!r} failed: {one_line(exc)}") from exc
+        tail = len(texts) - head
+        return RerankResult(
+            [*head_scores, *([None] * tail)],
+            [False] * len(texts),
+            None,
+            rerank_order(head_scores, len(texts)),
+            scored=head,
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Reranker:
@@ -137,6 +172,7 @@ class Reranker:
             depth=settings.rerank_depth,
             models_dir=settings.models_dir,
             budget_ms=settings.rerank_budget_ms,
+            cluster_client=_client_factory(settings),
         )
 
     @property
@@ -171,6 +207,8 @@ class Reranker:
         the loaded model starts on this question: see the module docstring."""
         if not texts:
             return RerankResult([], [], None, [])
+        if self.where == "cluster":
+            return self._score_in_cluster(question, texts)
         head = depth_cut(len(texts), self.depth)
         model = self.model
         budget = self.budget_ms if budget_ms is None else budget_ms
@@ -240,3 +278,12 @@ class Reranker:
         if deadline is not None:
             return [float(s) for s in scores[:done]], truncated[:done]
         return [float(s) for s in scores], truncated
+
+
+def _client_factory(settings: Settings) -> Any:
+    def make() -> Any:
+        from osrag.connection import make_client
+
+        return make_client(settings)
+
+    return make

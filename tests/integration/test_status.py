@@ -31,6 +31,7 @@ KEYS = {
     "drift",
     "template_version",
     "embedding_model",
+    "model_location",
     "dimension",
     "documents",
     "chunks",
@@ -107,6 +108,7 @@ def test_status_reports_cluster_alias_model_counts_freshness_and_no_drift(
     got = client.indices.get_alias(name=settings.alias)
     assert st["alias"] == settings.alias and [st["index"]] == list(got)
     assert (st["embedding_model"], st["dimension"]) == ("navec:news-300d", 300)
+    assert st["model_location"] == {"where": "client"}
     assert st["documents"] == report.indexed == len(DOCS) + 1
     assert st["chunks"] == report.chunks == int(client.count(index=settings.alias)["count"])
     assert st["chunks"] > st["documents"]
