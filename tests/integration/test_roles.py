@@ -205,7 +205,7 @@ def test_reader_searches_through_the_pipeline(world: World) -> None:
 def test_reader_cannot_ingest(world: World, tmp_path: Path) -> None:
     before = make_client(world.superuser).count(index=world.alias)["count"]
     with pytest.raises(OsragError) as err:
-        Ingester(world.users["reader"]).ingest([write_docs(tmp_path / "kb", {"new": ()})])
+        Ingester(world.users["reader"]).ingest([write_docs(tmp_path / "kb-reader", {"new": ()})])
     message = str(err.value)
     print(f"reader ingest refused: {message}")
     assert "403" in message and "no permissions" in message, message
@@ -240,7 +240,8 @@ def test_reader_cannot_read_another_index(world: World) -> None:
 
 # ----------------------------------------------------------------------------- the writer
 def test_writer_ingests(world: World, tmp_path: Path) -> None:
-    report = Ingester(world.users["writer"]).ingest([write_docs(tmp_path / "kb", {"w1": ()})])
+    # its own folder: another folder named like the world's corpus ("kb") is refused (docs/write-side.md)
+    report = Ingester(world.users["writer"]).ingest([write_docs(tmp_path / "kb-writer", {"w1": ()})])
     print(f"writer ingest: indexed={report.indexed} failed={report.failed}")
     assert report.failed == [] and report.indexed == 1
     got = SearchClient(world.users["reader"]).retrieve(QUESTION, mode="bm25", principal=ALL)
@@ -340,7 +341,7 @@ def test_dls_hides_a_restricted_section(world: World) -> None:
 
 def test_dls_user_cannot_ingest(world: World, tmp_path: Path) -> None:
     with pytest.raises(OsragError):
-        Ingester(world.users["dlsA"]).ingest([write_docs(tmp_path / "kb", {"x": ()})])
+        Ingester(world.users["dlsA"]).ingest([write_docs(tmp_path / "kb-dls", {"x": ()})])
 
 
 # ----------------------------------------------------------------------------- the command
