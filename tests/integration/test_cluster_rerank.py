@@ -18,6 +18,7 @@ from osrag.mlcommons.blueprints import rerank_ext, rerank_pipeline, text_similar
 from osrag.mlcommons.client import MLCommons
 from osrag.mlcommons.errors import MLCommonsError
 from osrag.mlcommons.records import LocalModelMeta
+from tests.integration.ml_natives import no_libtorch
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster_model, pytest.mark.slow]
 onnx = pytest.importorskip("onnx")
@@ -178,9 +179,7 @@ def test_the_cluster_reranks_with_a_text_similarity_model(
             info = ml.deploy(info.model_id)
         except MLCommonsError as exc:
             if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                pytest.skip(
-                    "this node has no libtorch for DJL: restart it with `osrag dev up`, which places it"
-                )
+                no_libtorch()
             raise
         os_client.indices.create(index=index, body={"settings": {"number_of_replicas": 0}})
         for i, d in enumerate(DOCS):
@@ -237,9 +236,7 @@ def test_search_reranks_in_the_cluster_and_says_so(
             ml.deploy(info.model_id)
         except MLCommonsError as exc:
             if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                pytest.skip(
-                    "this node has no libtorch for DJL: restart it with `osrag dev up`, which places it"
-                )
+                no_libtorch()
             raise
         admin.install()
         Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
