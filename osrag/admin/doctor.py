@@ -72,9 +72,8 @@ def diagnose(settings: Settings, cluster: Cluster | None = None) -> list[Check]:
     try:
         info = cluster.info()
     except ClusterUnavailable as exc:
-        return [
-            Check("reachable", "fail", str(exc), "start it (osrag dev up) or fix OSRAG_URL / OSRAG_HOSTS")
-        ]
+        fix = exc.fix or "start it (`osrag dev up` for a local node) or fix OSRAG_URL / OSRAG_HOSTS"
+        return [Check("reachable", "fail", exc.problem, fix)]
     except ClusterError as exc:
         checks.append(Check("reachable", "ok", f"{where} answers"))
         checks.append(Check("auth", "fail", f"{settings.auth_mode}: {exc}", AUTH_HINTS[settings.auth_mode]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -73,6 +74,9 @@ def ingest(
     from osrag.ingest.walking import walk
     from osrag.progress import Progress
 
+    missing = [p for p in paths if not os.path.lexists(p)]
+    if missing:  # before the settings, the model and the cluster: nothing to ingest is said first
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     s = load_settings()
     options = ReadOptions(
         max_bytes=s.max_file_bytes,

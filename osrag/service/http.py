@@ -193,6 +193,7 @@ class _Service:
         self.auth = auth
         self.driver = driver
         self.inflight = 0
+        self.last_unready = ""
         self.client: Any
         if driver == "async":
             from osrag.search.asearch import AsyncSearchClient
@@ -267,7 +268,7 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
     )
     app.state.service = service
     app.add_middleware(BodyLimit, max_bytes=settings.serve_max_body_bytes)
-    _install_error_handlers(app, auth)
+    _install_error_handlers(app, auth, settings.alias)
     # The bearer scheme is declared for the OpenAPI schema only; ``auth`` reads the header itself.
     bearer = HTTPBearer(auto_error=False, description="A JWT signed by the configured issuer.")
 
@@ -333,7 +334,10 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
         try:
             return await service.ready()
         except OsragError as exc:
-            return _error(503, f"not ready: {exc}")
+            if str(exc) != service.last_unready:  # the cause once per change, not once per probe
+                service.last_unready = str(exc)
+                log.warning("not ready: %s", _one_line(str(exc)))
+            return _error(503, f"not ready: {_for_callers(exc, settings.alias)}")
 
     return app
 
@@ -361,7 +365,21 @@ async def _warm(service: _Service) -> None:
         log.exception("warm-up failed")
 
 
-def _install_error_handlers(app: FastAPI, auth: Auth) -> None:
+def _for_callers(exc: OsragError, alias: str) -> str:
+    """A 503's body for whoever calls the API: what is unavailable and that it is worth retrying.
+    The operator's detail and fix (a command to run, the cluster's address) stay in the log."""
+    if isinstance(exc, ClusterUnavailable):
+        what = "the search cluster behind this service does not answer"
+    elif isinstance(exc, IndexStateError):
+        what = f"the search index of this service ({alias}) is not ready"
+    elif isinstance(exc, ModelError):
+        what = "the embedding model of this service could not be loaded"
+    else:
+        return str(exc)
+    return f"{what}; retry later, or ask the service's operator (the cause is in its log)"
+
+
+def _install_error_handlers(app: FastAPI, auth: Auth, alias: str) -> None:
     challenge = {"WWW-Authenticate": "Bearer"} if auth.bearer else None
 
     @app.exception_handler(RequestValidationError)
@@ -393,7 +411,8 @@ def _install_error_handlers(app: FastAPI, auth: Auth) -> None:
             log.warning(
                 "%s %s: %s %s", request.method, request.url.path, type(exc).__name__, _one_line(str(exc))
             )
-        return _error(status, str(exc), headers)
+        message = _for_callers(exc, alias) if status == 503 else str(exc)
+        return _error(status, message, headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
