@@ -32,6 +32,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
+# Every index but the dot-named (system) ones: naming a system index through a wildcard makes
+# OpenSearch answer with a deprecation warning header, which the client prints as a Python warning.
+_USER_INDICES = "*,-.*"
+
 
 @dataclass(frozen=True)
 class Check:
@@ -160,12 +164,12 @@ def _engines(cluster: Cluster, version: str) -> list[Check]:
     )
     try:
         mappings = cluster.call(
-            "mappings", cluster.client.indices.get_mapping, index="*", expand_wildcards="open"
+            "mappings", cluster.client.indices.get_mapping, index=_USER_INDICES, expand_wildcards="open"
         )
         settings = cluster.call(
             "index settings",
             cluster.client.indices.get_settings,
-            index="*",
+            index=_USER_INDICES,
             name="index.knn",
             expand_wildcards="open",
         )

@@ -120,3 +120,54 @@ def test_a_503_body_speaks_to_the_caller_not_the_operator(exc: Exception) -> Non
     text = _for_callers(exc, "docs")  # type: ignore[arg-type]
     assert "osrag " not in text and "`" not in text and "10.0.0.5" not in text and "/srv/m" not in text
     assert "retry later" in text
+
+
+def test_rollback_lands_only_on_the_index_made_just_before() -> None:
+    from osrag.cli.admin import rollback_refusal
+
+    order = ["kb-a", "kb-b", "kb-c"]
+    assert rollback_refusal("kb-c", "kb-b", order) is None
+    assert "newer than the live kb-b" in (rollback_refusal("kb-b", "kb-c", order) or "")
+    assert "skip over" in (rollback_refusal("kb-c", "kb-a", order) or "")
+    assert rollback_refusal("kb-c", "other-x", order) is None  # not ordered here: the library decides
+
+
+def test_section_json_exits_like_the_text_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unittest.mock import patch
+
+    from click.testing import CliRunner
+
+    from osrag.cli import cli
+    from osrag.search.client import SearchClient
+
+    with patch.object(SearchClient, "section", return_value=[]):
+        text = CliRunner().invoke(cli, ["section", "kb/x#y", "--public-only"])
+        as_json = CliRunner().invoke(cli, ["section", "kb/x#y", "--public-only", "--json"])
+    assert text.exit_code == as_json.exit_code == 1
+    assert as_json.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "moved"),
+    [
+        (["search", "-v", "q", "--public-only"], ["-v", "search", "q", "--public-only"]),
+        (["dev", "up", "-vv"], ["-vv", "dev", "up"]),
+        (["status", "--log-format", "json"], ["--log-format", "json", "status"]),
+        (["search", "--tenant", "-v", "q"], ["search", "--tenant", "-v", "q"]),  # a value stays
+        (["search", "q", "--", "-v"], ["search", "q", "--", "-v"]),
+        (["-v", "status"], ["-v", "status"]),
+    ],
+)
+def test_verbose_is_read_anywhere_on_the_line(args: list[str], moved: list[str]) -> None:
+    from osrag.cli import cli, hoist_root_options
+
+    assert hoist_root_options(cli, args) == moved
+
+
+def test_root_options_after_the_subcommand_take_effect() -> None:
+    p = _run(
+        "search", "вопрос", "-v", "--public-only", "--log-format", "json", OSRAG_URL="http://127.0.0.1:9"
+    )
+    assert p.returncode == 1 and "No such option" not in p.stderr
+    records = [line for line in p.stderr.splitlines() if line.startswith("{")]
+    assert records and '"osrag.search"' in records[0]  # the search's warning, as JSON
