@@ -265,8 +265,11 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
         summary="Hybrid retrieval for Russian RAG on OpenSearch: minimal material within a token budget.",
         lifespan=lifespan,
         responses=_ERRORS,
+        docs_url=None,  # fastapi's pages fetch their scripts from a CDN: ours come from the install
+        redoc_url=None,
     )
     app.state.service = service
+    _install_docs(app)
     app.add_middleware(BodyLimit, max_bytes=settings.serve_max_body_bytes)
     _install_error_handlers(app, auth, settings.alias)
     # The bearer scheme is declared for the OpenAPI schema only; ``auth`` reads the header itself.
@@ -340,6 +343,62 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
             return _error(503, f"not ready: {_for_callers(exc, settings.alias)}")
 
     return app
+
+
+_ASSETS = "/docs-assets"
+
+
+def _install_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts and styles served by this process,
+    from the files the ``fastapi-offline`` package ships (the ``server`` extra), so the pages work
+    on a machine with no internet. Without that package the two pages say what to install."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    try:
+        from importlib.resources import files
+
+        static = files("fastapi_offline") / "static"
+    except ModuleNotFoundError:
+        static = None
+    if static is None or not static.is_dir():
+
+        @app.get("/docs", include_in_schema=False)
+        @app.get("/redoc", include_in_schema=False)
+        async def no_docs() -> JSONResponse:
+            return _error(404, "API pages need the fastapi-offline package: pip install 'osrag[server]'")
+
+        return
+    app.mount(_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
+    openapi, redirect = app.openapi_url or "/openapi.json", app.swagger_ui_oauth2_redirect_url
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi,
+            title="osrag API",
+            oauth2_redirect_url=redirect,
+            swagger_js_url=f"{_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{_ASSETS}/favicon.png",
+        )
+
+    if redirect:
+
+        @app.get(redirect, include_in_schema=False)
+        async def swagger_redirect() -> HTMLResponse:
+            return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi,
+            title="osrag API",
+            redoc_js_url=f"{_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def _within(name: str, value: int | None, limit: int, setting: str) -> None:
