@@ -42,6 +42,7 @@ class Progress:
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = wanted(quiet, self.stream)
+        self._rate = Throughput()
         self._bar: Any = None
         if self.enabled:
             from tqdm import tqdm
@@ -65,11 +66,17 @@ class Progress:
             self._bar.set_postfix_str(note, refresh=False)
 
     def update_to(self, done: int, total: int) -> None:
-        """Absolute position, for callers that report (done, total)."""
+        """Absolute position, for callers that report (done, total); the ETA beside it comes from
+        the throughput since the first report (``Throughput``), not from when the bar appeared."""
         if self._bar is None:
             return
+        self._rate.observe(done)
+        eta = self._rate.eta_s(total)
         self._bar.total = total
         self._bar.n = done
+        self._bar.set_postfix_str(
+            f"ETA {clock_text(eta)}" if eta is not None else "ETA: measuring", refresh=False
+        )
         self._bar.refresh()
 
     def write(self, line: str) -> None:

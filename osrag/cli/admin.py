@@ -148,7 +148,8 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
             "  then: verify counts and sample queries, switch the alias in one request, keep the old index"
         )
         return
-    with Progress("chunk", quiet=as_json) as bar:
+    bar_format = "{l_bar}{bar}| {n_fmt}/{total_fmt} chunks [{elapsed}{postfix}]"
+    with Progress("chunk", quiet=as_json, bar_format=bar_format, postfix="copying") as bar:
         plan = r.run(embedding_model, progress=bar.update_to)
     if as_json:
         echo_json(plan.as_dict())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from osrag.progress import Progress, wanted
+from osrag.progress import Progress, Throughput, wanted
 
 
 class FakeTerminal(io.StringIO):
@@ -171,3 +171,15 @@ def test_clock_text() -> None:
     from osrag.progress import clock_text
 
     assert (clock_text(5), clock_text(65.4), clock_text(3723)) == ("0:05", "1:05", "1:02:03")
+
+
+def test_update_to_shows_an_eta_only_from_measured_throughput() -> None:
+    out = FakeTerminal()
+    with Progress("chunk", stream=out, bar_format="{n_fmt}/{total_fmt}{postfix}") as bar:
+        clock = Clock()
+        bar._rate = Throughput(clock)
+        bar.update_to(0, 100)
+        assert "ETA: measuring" in out.getvalue()
+        clock.t += 10
+        bar.update_to(50, 100)
+        assert out.getvalue().rstrip("\r\n ").endswith("ETA 0:10")
