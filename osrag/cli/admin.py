@@ -168,7 +168,7 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
 )
 def rollback(forward: bool) -> None:
     """Point the alias back to the previous index; says which index it lands on (its age and
-    documents) and refuses, unless --forward, to land anywhere but the index made just before."""
+    documents) and, unless --forward, lands only on the index made just before the live one."""
     from osrag.admin.reindex import Reindexer
 
     s = load_settings()
