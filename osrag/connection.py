@@ -156,9 +156,8 @@ def translate_errors(url: str, what: str = "request") -> Iterator[None]:
     try:
         yield
     except ose.ConnectionError as exc:
-        raise ClusterUnavailable(
-            f"cannot reach OpenSearch at {shown} ({_unsecret(_short(exc), url)}); is it running? try `osrag dev up`"
-        ) from exc
+        why, fix = unreachable_reason(exc)
+        raise ClusterUnavailable(f"cannot reach OpenSearch at {shown}: {_unsecret(why, url)}", fix) from exc
     except ose.AuthenticationException as exc:
         raise ClusterError(f"OpenSearch at {shown} refused the credentials for {what}") from exc
     except ose.AuthorizationException as exc:
@@ -176,6 +175,39 @@ def _unsecret(text: str, url: str) -> str:
     except ValueError:
         return text
     return text.replace(password, "***") if password else text
+
+
+_START_IT = "start it (`osrag dev up` for a local node) or point OSRAG_URL at it"
+
+
+def unreachable_reason(exc: BaseException) -> tuple[str, str]:
+    """Why a connection failed and what to do, from the innermost cause a person can act on
+    (refused, name not resolved, TLS, timeout) rather than the transport's nested reprs."""
+    import socket
+    import ssl
+
+    chain: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and node not in chain and len(chain) < 10:
+        chain.append(node)
+        node = node.__cause__ or node.__context__
+    for cause in reversed(chain):  # innermost first: the OS-level error says the most
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "its TLS certificate is not trusted", "set OSRAG_CA_CERTS to the CA that signed it"
+        if isinstance(cause, ssl.SSLError):
+            return "the TLS handshake failed", "check http vs https in OSRAG_URL"
+        if isinstance(cause, socket.gaierror):
+            return "the host name does not resolve", "check the host in OSRAG_URL"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused", _START_IT
+        if isinstance(cause, TimeoutError) or type(cause).__name__ in (
+            "ConnectionTimeout",
+            "ReadTimeoutError",
+        ):
+            return "no answer in time", "check the network, or raise OSRAG_TIMEOUT_S"
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower(), _START_IT
+    return _short(exc if isinstance(exc, Exception) else Exception(str(exc))), _START_IT
 
 
 def _short(exc: Exception) -> str:

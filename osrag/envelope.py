@@ -42,6 +42,8 @@ class Passage(BaseModel):
     slide_end: int | None = None
     anchor: str | None = None  # heading anchor (HTML, or the Markdown heading's id): source#anchor
     url: str | None = None  # ingest --base-url: the page's URL with #anchor, for the reader to follow
+    category: str | None = None  # the document's category and tenant (front matter or rules), the
+    tenant: str | None = None  # fields a search filters on
     rank: int
     scores: StageScores = Field(default_factory=StageScores)
     via_reserved_slot: bool = False
@@ -71,6 +73,8 @@ def passage_of(src: ChunkSource, rank: int, **extra: Any) -> Passage:
         "rank": rank,
         "start": src.start,
         "end": src.end,
+        "category": src.category,
+        "tenant": src.tenant,
         **src.location,
     }
     fields.update(extra)

@@ -29,7 +29,13 @@ class InvalidSetting(ConfigError, InputError):
 
 
 class ClusterUnavailable(OsragError):
-    """The OpenSearch cluster cannot be reached at all."""
+    """The OpenSearch cluster cannot be reached at all. ``fix`` (when known) is what to do, also
+    the message's tail, kept apart so ``doctor`` can print it as its hint."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.problem = message
+        self.fix = fix
 
 
 class ClusterError(OsragError):

@@ -227,6 +227,7 @@ class ChunkSource:
     #: Front-matter keys osrag does not read (``meta.KEY`` filters).
     meta: Mapping[str, Any] = field(default_factory=dict)
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    category: str | None = None
 
     @classmethod
     def of(cls, src: Mapping[str, Any], *, chunk_id: str | None = None, embedding: Any = None) -> ChunkSource:
@@ -261,6 +262,7 @@ class ChunkSource:
             {k: v for k in LOCATION_FIELDS if (v := get(k)) is not None},
             dict(meta) if meta else {},
             vec,
+            get("category"),
         )
 
 
@@ -288,6 +290,9 @@ PASSAGE_FIELDS = (
     "start",
     "end",
     "content_hash",
+    # the filterable fields a passage shows its reader (the adapters' metadata)
+    "category",
+    "tenant",
     *LOCATION_FIELDS,
 )
 

@@ -331,6 +331,12 @@ class Settings(BaseSettings):
     def _hosts_are_bare_urls(cls, v: str) -> str:
         return checks.normal_hosts(v)
 
+    # The embedding model only: a reranker that cannot load degrades a search (said in its envelope).
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_folder_exists(cls, v: str | None) -> str | None:
+        return checks.model_folder_exists(v)
+
     @field_validator("budget_tokenizer")
     @classmethod
     def _budget_tokenizer_exists(cls, v: str | None) -> str | None:

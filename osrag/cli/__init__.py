@@ -11,6 +11,7 @@ are kept for bugs (``OSRAG_DEBUG=1`` shows them for osrag errors too).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -20,11 +21,64 @@ from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, model, read, se
 from osrag.errors import InvalidSetting, OsragError
 from osrag.vocabulary import describe_fusion
 
+_VERBOSE = re.compile(r"^(-v+|--verbose)$")
+
+
+def _takes_value(command: click.Command | None, token: str) -> bool:
+    """Whether ``token`` is an option of ``command`` that takes the next token as its value."""
+    if command is None or not token.startswith("-") or "=" in token:
+        return False
+    for p in command.params:
+        if isinstance(p, click.Option) and token in (*p.opts, *p.secondary_opts):
+            return not p.is_flag and not p.count
+    return False
+
+
+def hoist_root_options(group: click.Group, args: list[str]) -> list[str]:
+    """``-v``/``--verbose`` and ``--log-format`` given after the subcommand (``osrag search -v
+    ...``), moved before it so the root group reads them; everything else stays in order. A
+    token that is another option's value (``--tenant -v``) or follows ``--`` is left alone."""
+    moved: list[str] = []
+    kept: list[str] = []
+    command: click.Command | None = None
+    where: click.Command = group  # the (sub)command whose options are being read
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == "--":
+            kept.extend(args[i:])
+            break
+        if command is not None and _VERBOSE.match(tok):
+            moved.append(tok)
+        elif command is not None and (tok == "--log-format" or tok.startswith("--log-format=")):
+            take = 1 if "=" in tok else 2
+            moved.extend(args[i : i + take])
+            i += take
+            continue
+        else:
+            kept.append(tok)
+            if _takes_value(where, tok) and i + 1 < len(args):
+                kept.append(args[i + 1])
+                i += 2
+                continue
+            if not tok.startswith("-") and isinstance(where, click.Group) and tok in where.commands:
+                command = where = where.commands[tok]
+        i += 1
+    return moved + kept if command is not None else list(args)
+
+
+class _Root(click.Group):
+    """The root group; reads its own options wherever they are on the line (``hoist_root_options``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_root_options(self, args))
+
 
 @click.group(
+    cls=_Root,
     # Built from the shipped defaults (osrag.vocabulary), so it cannot name a fusion that does not ship.
     help=f"osrag: hybrid retrieval (BM25 + kNN, fused by {describe_fusion()} unless OSRAG_FUSION and "
-    "OSRAG_FUSION_WEIGHTS say otherwise) for Russian RAG on OpenSearch."
+    "OSRAG_FUSION_WEIGHTS say otherwise) for Russian RAG on OpenSearch.",
 )
 @click.version_option(__version__, prog_name="osrag")
 @click.option("-v", "--verbose", count=True, help="Log to stderr: -v INFO (a record per search), -vv DEBUG.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -148,7 +149,8 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
             "  then: verify counts and sample queries, switch the alias in one request, keep the old index"
         )
         return
-    with Progress("chunk", quiet=as_json) as bar:
+    bar_format = "{l_bar}{bar}| {n_fmt}/{total_fmt} chunks [{elapsed}{postfix}]"
+    with Progress("chunk", quiet=as_json, bar_format=bar_format, postfix="copying") as bar:
         plan = r.run(embedding_model, progress=bar.update_to)
     if as_json:
         echo_json(plan.as_dict())
@@ -166,18 +168,65 @@ def reindex(embedding_model: str | None, dry_run: bool, abort: bool, as_json: bo
     help="Roll back even when documents were added, changed or deleted since the switch (they are "
     "then served as in the previous index).",
 )
-def rollback(force: bool) -> None:
-    """Point the alias back to the previous index; not when readers would then see other documents."""
+@click.option(
+    "--forward",
+    is_flag=True,
+    help="Allow landing on a NEWER index (undoing an earlier rollback) or skipping over an index.",
+)
+def rollback(force: bool, forward: bool) -> None:
+    """Point the alias back to the previous index; not when readers would then see other documents
+    (unless --force). Says which index it lands on (its age and documents) and, unless --forward,
+    lands only on the index made just before the live one."""
     from osrag.admin.reindex import Reindexer
 
     s = load_settings()
     r = Reindexer(s)
+    current = r.admin.require_index()
+    previous = r.admin.meta(current).previous_index
+    rows = {row["index"]: row for row in r.indices()}
+    if previous and not forward:
+        refusal = rollback_refusal(current, previous, [row["index"] for row in rows.values()])
+        if refusal:
+            raise click.UsageError(f"{refusal}; add --forward if that is meant")
     current, previous = r.rollback(force=force)
-    click.echo(f"alias {s.alias}: {current} -> {previous}")
+    click.echo(
+        f"alias {s.alias}: {current} -> {previous} (now live: {_index_line(rows.get(previous))}; "
+        f"was: {_index_line(rows.get(current))})"
+    )
     if r.last_rollback.total:
         click.echo(
             f"forced: {r.last_rollback.total} document(s) now as in {previous}: {r.last_rollback.describe()}"
         )
+
+
+def rollback_refusal(current: str, previous: str, oldest_first: list[str]) -> str | None:
+    """Why a rollback from ``current`` to ``previous`` would not land on the index made just
+    before ``current`` (None when it would): ``oldest_first`` is the alias's indices by creation.
+    After one rollback the index rolled away from is recorded as "previous", so a second one
+    would go forward to it; an index made between the two would be skipped over silently."""
+    if current not in oldest_first or previous not in oldest_first:
+        return None  # not ours to order (made by another version of osrag): the library decides
+    at, to = oldest_first.index(current), oldest_first.index(previous)
+    if to > at:
+        return (
+            f"{previous} is newer than the live {current}: the alias was rolled back already, and "
+            "this would roll it forward again"
+        )
+    if to < at - 1:
+        skipped = ", ".join(oldest_first[to + 1 : at])
+        return f"{previous} is older than {skipped}, made after it; rolling back would skip over it"
+    return None
+
+
+def _index_line(row: dict[str, Any] | None) -> str:
+    """An index's age and document count from its ``_cat/indices`` row."""
+    if not row:
+        return "unknown"
+    import time
+
+    created = int(row.get("creation.date") or 0) / 1000
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "unknown date"
+    return f"created {when}, {row.get('docs.count', '?')} docs"
 
 
 @click.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -99,7 +100,8 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     "out_dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Where to write results.json, REPORT.md and the PNGs (default: report/ beside the golden file).",
+    help="Where to write results.json, REPORT.md and the PNGs (default: a new folder "
+    "osrag-eval/UTC-TIME/ in the current directory; an existing report is never written over by default).",
 )
 @click.option("--budget", type=int, default=1500, show_default=True, help="Budget of the stage-latency line.")
 @click.option("--depth", type=int, default=40, show_default=True)
@@ -121,9 +123,10 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
 @click.option("--workers", type=int, default=4, show_default=True, help="Questions in flight at once.")
 @click.option(
     "--chunking-variants/--no-chunking-variants",
-    default=True,
+    default=False,
     show_default=True,
-    help="Golden: also index fixed-size chunks, the light stemmer and other chunk sizes (5 more indices).",
+    help="Golden: also index fixed-size chunks, the light stemmer and other chunk sizes (5 more indices, "
+    "several minutes more); off unless asked.",
 )
 @click.option("--json", "as_json", is_flag=True)
 def eval_cmd(
@@ -144,6 +147,7 @@ def eval_cmd(
     from pathlib import Path
 
     from osrag import evaluation as ev
+    from osrag.evaluation.runs import PROGRESS_MARK
     from osrag.progress import Progress
 
     gp = Path(golden)
@@ -151,7 +155,7 @@ def eval_cmd(
         golden=gp,
         corpus=Path(corpus) if corpus else None,
         datasets=tuple(Path(d) for d in datasets),
-        out_dir=Path(out_dir) if out_dir else gp.parent / "report",
+        out_dir=Path(out_dir) if out_dir else new_report_dir(Path.cwd()),
         budget=budget,
         budgets=_budgets(budgets),
         depth=depth,
@@ -166,7 +170,8 @@ def eval_cmd(
 
         def log(message: str) -> None:
             bar.write(f"eval: {message}")
-            bar.advance()
+            if not message.startswith(PROGRESS_MARK):  # an ingest's progress line is not a step
+                bar.advance()
 
         report = ev.run(load_settings(), cfg, log=log)
     if as_json:
@@ -174,6 +179,20 @@ def eval_cmd(
     else:
         click.echo(ev.format_table(report))
         click.echo(f"written: {cfg.out_dir}/REPORT.md, results.json, recall_vs_budget_*.png")
+
+
+def new_report_dir(base: Path) -> Path:
+    """``base/osrag-eval/YYYYMMDD-HHMMSS`` (``-2``, ``-3``... when taken): an eval's default output,
+    new each run, so no report -- a committed one least of all -- is written over unasked."""
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out = base / "osrag-eval" / stamp
+    n = 1
+    while out.exists():
+        n += 1
+        out = base / "osrag-eval" / f"{stamp}-{n}"
+    return out
 
 
 def _budgets(text: str) -> tuple[int, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -71,8 +72,11 @@ def ingest(
     from osrag.ingest.indexing import Ingester
     from osrag.ingest.rules import load_rules, parse_var, rules_at
     from osrag.ingest.walking import walk
-    from osrag.progress import Progress
+    from osrag.progress import IngestBar
 
+    missing = [p for p in paths if not os.path.lexists(p)]
+    if missing:  # before the settings, the model and the cluster: nothing to ingest is said first
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     s = load_settings()
     options = ReadOptions(
         max_bytes=s.max_file_bytes,
@@ -91,13 +95,11 @@ def ingest(
         )
     )
     try:
-        with Progress("doc", total=total, quiet=as_json) as bar:
-            report = Ingester(s, strategy=strategy, replace=replace).ingest(
-                paths,
-                progress=lambda path, outcome: bar.advance(outcome),
-                prune=prune,
-                options=options,
-            )
+        with IngestBar(total, quiet=as_json) as bar:
+            ingester = Ingester(s, strategy=strategy, replace=replace)
+            if bar.enabled:  # embedding in slices only when someone watches the bar move
+                ingester.on_embedded = bar.embedded
+            report = ingester.ingest(paths, progress=bar.outcome, prune=prune, options=options)
     except WritesRefused as exc:  # a reindex started meanwhile: say exactly what was not written
         for path in exc.not_written:
             click.echo(f"not written: {path}", err=True)

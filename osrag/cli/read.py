@@ -173,6 +173,8 @@ def section(
     )
     if as_json:
         echo_json([p.model_dump() for p in parts])
+        if not parts:  # the same exit as the text form: a script can test it either way
+            sys.exit(1)
         return
     if not parts:
         click.echo(f"no chunks of section {section_id} visible to this caller")

@@ -30,6 +30,8 @@ from osrag.store.alias import AliasStore
 from osrag.vocabulary import PIPELINES
 
 Log = Callable[[str], None]
+#: How a log line that reports an ingest's progress begins (the CLI does not count it as a step).
+PROGRESS_MARK = "… "
 T = TypeVar("T")
 
 # Settings that change what is stored in the index: a set of overrides touching one of them
@@ -143,7 +145,11 @@ def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexV
         s = s.model_copy(update={"chunk_min_tokens": s.chunk_max_tokens // 5})
     admin = AliasStore(s)
     admin.install()
-    rep = evalset.ingest(Ingester(s, admin=admin, strategy=variant.strategy))
+    watch = IngestLog(f"{evalset.name}/{variant.key}", documents_to_ingest(evalset), log)
+    ingester = Ingester(s, admin=admin, strategy=variant.strategy)
+    ingester.on_embedded = watch.embedded
+    watch.start(s.alias)
+    rep = evalset.ingest(ingester)
     if rep.failed and not evalset.tolerates_failed_files:
         raise ConfigError(f"{evalset.name}: corpus failed to ingest: {rep.failed[:3]}")
     evalset.ingest_failed[variant.key] = [f"{path}: {why}" for path, why in rep.failed]
@@ -156,6 +162,62 @@ def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexV
         )
     )
     return s
+
+
+def documents_to_ingest(evalset: EvalSet) -> int | None:
+    """How many documents the set's ingest reads: its in-memory rows, or its corpus folder's files."""
+    docs = getattr(evalset, "docs", None)
+    if isinstance(docs, list) and docs:
+        return len(docs)
+    corpus = getattr(evalset, "corpus", None)
+    if corpus is None:
+        return None
+    from osrag.ingest.walking import walk
+
+    return sum(1 for _ in walk([corpus]))
+
+
+class IngestLog:
+    """An eval ingest's progress as a log line every ``every_s`` seconds while its chunks are
+    embedded (documents done of the total, ETA from the measured throughput), so a long ingest
+    says how far it is, on a terminal or in a CI log alike."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int | None,
+        log: Log,
+        every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from osrag.progress import Throughput
+
+        self.label, self.total, self.log, self.every_s, self.clock = label, total, log, every_s, clock
+        self.docs_done = 0.0
+        self.rate = Throughput(clock)
+        self.last = clock()
+
+    def start(self, alias: str) -> None:
+        of = f"{self.total} documents" if self.total is not None else "the corpus"
+        self.log(f"{PROGRESS_MARK}{self.label}: ingesting {of} into {alias}")
+
+    def embedded(self, done: int, of: int, docs: int) -> None:
+        """``Ingester.on_embedded``: the documents whose chunks are embedded, a batch's share included."""
+        here = self.docs_done + (docs * done / of if of else docs)
+        if done >= of:
+            self.docs_done += docs
+        self.rate.observe(here)
+        now = self.clock()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        total = self.total if self.total is not None else 0
+        eta = self.rate.eta_s(total) if self.total else None
+        from osrag.progress import clock_text
+
+        left = f", ETA {clock_text(eta)}" if eta is not None else ""
+        of_total = f"/{self.total}" if self.total is not None else ""
+        self.log(f"{PROGRESS_MARK}{self.label}: {here:.0f}{of_total} documents embedded{left}")
 
 
 def put_fusion_pipeline(s: Settings, fusion: str, weights: tuple[float, float]) -> str:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.embedding import Embedder, embedder_for, require_same_model
@@ -185,7 +186,19 @@ def prepared(item: Item, doc: Document, model: LazyModel, recipe: Recipe) -> Pre
 
 
 # ---------------------------------------------------------------- embed, write, flip
-def embed(batch: Batch, store: VersionStore, index: str, model: LazyModel, *, replace: bool) -> None:
+#: (chunks embedded so far, chunks this batch embeds, documents of the batch) after each slice.
+EmbedProgress = Callable[[int, int, int], None]
+
+
+def embed(
+    batch: Batch,
+    store: VersionStore,
+    index: str,
+    model: LazyModel,
+    *,
+    replace: bool,
+    on_embedded: EmbedProgress | None = None,
+) -> None:
     """The embed stage (reads only): drop documents another source holds (unless ``replace``),
     skip those whose version is already the visible one, embed the rest's chunks -- a chunk whose
     embedded text the document's current version holds takes its stored vector."""
@@ -216,11 +229,27 @@ def embed(batch: Batch, store: VersionStore, index: str, model: LazyModel, *, re
         id(p): [embedding_text(x, c.text) for c, x in zip(p.chunks, _contexts(p))] for p in batch.todo
     }
     texts = [t for p in batch.todo for t in texts_of[id(p)] if t not in stored]
-    new = iter(model.get().encode_passages(texts) if texts else [])
+    new = iter(_encode(model, texts, len(batch.todo), on_embedded) if texts else [])
     for p in batch.todo:
         p.vectors = [stored[t] if t in stored else next(new) for t in texts_of[id(p)]]
     batch.reused_vectors = sum(len(p.chunks) for p in batch.todo) - len(texts)
     batch.embed_seconds = time.perf_counter() - t0
+
+
+def _encode(model: LazyModel, texts: list[str], docs: int, on_embedded: EmbedProgress | None) -> Any:
+    """The passages' vectors: in one call, or -- when someone watches (a progress bar) -- in
+    slices of one encoder batch, told after each. A text's vector does not depend on the
+    texts encoded with it (padding is masked), so slicing changes no result beyond float rounding."""
+    encoder = model.get()
+    if on_embedded is None:
+        return encoder.encode_passages(texts)
+    step = max(1, model._settings.embedding_batch_size)
+    out: list[Any] = []
+    on_embedded(0, len(texts), docs)
+    for start in range(0, len(texts), step):
+        out.extend(encoder.encode_passages(texts[start : start + step]))
+        on_embedded(min(start + step, len(texts)), len(texts), docs)
+    return out
 
 
 def write(batch: Batch, store: VersionStore, index: str) -> None:

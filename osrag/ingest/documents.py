@@ -232,6 +232,8 @@ def read_document(
         raise DocumentError(name, problem)
     fmt = source_format(path)
     if fmt is None:
+        if not os.path.lexists(path):  # a mistyped path is missing, not of an unknown format
+            raise DocumentError(name, "no such file or folder")
         raise DocumentError(name, unsupported_reason(path))
     raw = _read_bytes(path, name, max_bytes)
     rel = _relative(path, root)

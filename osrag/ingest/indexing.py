@@ -58,6 +58,10 @@ Progress = Callable[[str, str], None]
 class Ingester:
     """Writes documents into the index behind the alias, one batch at a time."""
 
+    #: Told (chunks embedded, chunks to embed, documents) as a batch's chunks are embedded, so a
+    #: progress bar can move during a long batch; None (the default) embeds each batch at once.
+    on_embedded: batches.EmbedProgress | None = None
+
     def __init__(
         self,
         settings: Settings,
@@ -288,7 +292,7 @@ class Ingester:
     @observability.traced("osrag.ingest.embed")
     def _embed_batch(self, index: str, model: LazyModel, batch: Batch) -> Batch:
         """The embed stage of one batch (``osrag.ingest.batches.embed``)."""
-        batches.embed(batch, self.store, index, model, replace=self.replace)
+        batches.embed(batch, self.store, index, model, replace=self.replace, on_embedded=self.on_embedded)
         return batch
 
     def _guarded_write(self, index: str, batch: Batch) -> None:

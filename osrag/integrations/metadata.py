@@ -1,13 +1,15 @@
 """The envelope as per-passage metadata: the one mapping every framework adapter shares.
 
 A framework's retriever hands back a flat list of documents, so what the envelope says about
-the whole answer (its status, the budget, what was left out) rides on every document, next to
+the whole answer (its status, the budget, what was left out, whom it was filtered for and with
+which filters) rides on every document, next to
 where the passage came from (doc, heading path, source, anchor) and its score at each stage.
 Pure: no client, no framework import.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from osrag.envelope import Envelope, Passage, cite
@@ -24,6 +26,8 @@ ENVELOPE_KEYS = (
     "left_out_count",
     "left_out_for_budget",
     "index",
+    "access",
+    "filters",
 )
 
 #: The keys worth showing a language model next to the text (the rest is bookkeeping).
@@ -64,6 +68,10 @@ def passage_metadata(env: Envelope, p: Passage) -> dict[str, Any]:
         # costs full_tokens (SearchClient.section gives it).
         "trimmed": p.trimmed,
         "full_tokens": p.full_tokens,
+        # The passage's filterable fields, and whom and with what filters the answer was made:
+        # an app that caches or forwards documents can tell whose they are.
+        "category": p.category,
+        "tenant": p.tenant,
         **{
             k: getattr(p, k)
             for k in LOCATION_FIELDS
@@ -76,6 +84,8 @@ def passage_metadata(env: Envelope, p: Passage) -> dict[str, Any]:
         "left_out_count": len(env.left_out),
         "left_out_for_budget": env.left_out_for_budget,
         "index": env.freshness.index,
+        "access": copy.deepcopy(env.access),  # each document its own: one's edits reach no other
+        "filters": copy.deepcopy(env.filters),
     }
     return meta
 

@@ -221,8 +221,31 @@ def _trim_all(
     out: dict[str, Trim] = {}
     if found is None:
         return out
+    best = gated[0] if gated else None
+    if best is not None and best.tokens > budget:
+        # The likeliest answer does not fit whole: cut it to the evidence that fits rather than let
+        # the walk deliver lower-ranked passages in its place (kept whole otherwise, keep_whole).
+        src = best.source
+        t = trim(
+            src.text,
+            best.tokens,
+            terms,
+            found,
+            count_tokens,
+            heading_path=src.heading_path,
+            title=src.title,
+            kind=src.kind,
+            config=policy.trimming,
+            fit=budget,
+        )
+        if t is not None:
+            out[best.chunk_id] = t
+            best.tokens = t.tokens
     spoken = sum(c.tokens for c in gated[: policy.trimming.keep_whole])
     for c in gated[policy.trimming.keep_whole :]:
+        if c.chunk_id in out:
+            spoken += c.tokens
+            continue
         if spoken > TRIM_REACH * budget:
             break
         src = c.source

@@ -390,15 +390,26 @@ def trim(
     title: str = "",
     kind: str = "text",
     config: TrimConfig = TrimConfig(),
+    fit: int | None = None,
 ) -> Trim | None:
     """The passage cut to its ``config.max_units`` best units, or None when it stays whole
     (short, a table or code, no unit holds a term, or trimming would not save enough).
 
     ``pattern``: the question's terms as ``evidence`` compiles them once per search (a bare
-    ``evidence_pattern`` regex gives the same result, searching each unit on its own)."""
-    if pattern is None or tokens < config.min_tokens or kind in UNTRIMMED_KINDS:
+    ``evidence_pattern`` regex gives the same result, searching each unit on its own).
+
+    ``fit``: the passage does not fit the budget whole and must come within ``fit`` tokens to be
+    delivered at all. It is then cut even when short, a table too (its header row kept above
+    its best rows), to as many of its best units as fit -- or None when not even one does."""
+    forced = fit is not None
+    if pattern is None or kind == "code" or (kind in UNTRIMMED_KINDS and not forced):
+        return None
+    if tokens < config.min_tokens and not forced:
         return None
     head, body = split_header(text, heading_path, title)
+    table_head = ""
+    if kind == "table":  # a row means something only under its header
+        table_head, body = _table_header(body)
     folded = _fold(body)
     if isinstance(pattern, Evidence) and pattern.spaceless and len(folded) == len(body):
         found = pattern.find(folded)
@@ -415,10 +426,44 @@ def trim(
         if found == []:
             return None
         parts, scored, whole = _units_folded(body, regex, weights, found)
-    if len(parts) <= config.max_units or not scored:
+    if not scored:
+        return None
+    whole_text = tuple(_block_text(body, *span) for span in whole)
+    if fit is not None:  # as many of the best units as fit, down to one
+        for k in range(min(config.max_units, len(parts) - 1), 0, -1):
+            keep = sorted(pos for _, pos in sorted(scored)[:k])
+            out = _joined_units(head, table_head, body, parts, keep)
+            n = int(count(out))
+            if n <= fit:
+                return Trim(
+                    text=out,
+                    tokens=n,
+                    full_tokens=tokens,
+                    kept=len(keep),
+                    counted=len(parts),
+                    whole=whole_text,
+                )
+        return None
+    if len(parts) <= config.max_units:
         return None
     keep = sorted(pos for _, pos in sorted(scored)[: config.max_units])
+    out = _joined_units(head, table_head, body, parts, keep)
+    if len(out) > (1.0 - config.min_saving) * len(text):  # cheap pre-check before the tokenizer
+        return None
+    n = int(count(out))
+    if n > (1.0 - config.min_saving) * tokens:
+        return None
+    return Trim(text=out, tokens=n, full_tokens=tokens, kept=len(keep), counted=len(parts), whole=whole_text)
+
+
+def _joined_units(
+    head: str, table_head: str, body: str, parts: Sequence[str | _Span], keep: Sequence[int]
+) -> str:
+    """The delivered text: the heading line, a table's header rows, the kept units in document
+    order with a ``GAP`` line wherever units were left out."""
     lines = [head, ""] if head else []
+    if table_head:
+        lines.append(table_head)
     prev = -1
     for pos in keep:
         if pos != prev + 1:
@@ -428,11 +473,19 @@ def trim(
         prev = pos
     if prev != len(parts) - 1:
         lines.append(GAP)
-    out = "\n".join(lines)
-    if len(out) > (1.0 - config.min_saving) * len(text):  # cheap pre-check before the tokenizer
-        return None
-    n = int(count(out))
-    if n > (1.0 - config.min_saving) * tokens:
-        return None
-    whole_text = tuple(_block_text(body, *span) for span in whole)
-    return Trim(text=out, tokens=n, full_tokens=tokens, kept=len(keep), counted=len(parts), whole=whole_text)
+    return "\n".join(lines)
+
+
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _table_header(body: str) -> tuple[str, str]:
+    """(a Markdown table's header row and rule, the body after them); ("", body) when the body
+    does not start with one (text before the table stays body)."""
+    lines = body.split("\n")
+    for i in range(len(lines) - 1):
+        if lines[i].lstrip().startswith("|") and _TABLE_RULE.match(lines[i + 1]):
+            if any(line.strip() for line in lines[:i]):
+                return "", body
+            return "\n".join(lines[i : i + 2]).strip(), "\n".join(lines[i + 2 :])
+    return "", body

@@ -240,6 +240,7 @@ class _Service:
         self.auth = auth
         self.driver = driver
         self.inflight = 0
+        self.last_unready = ""
         self.client: Any
         if driver == "async":
             from osrag.search.asearch import AsyncSearchClient
@@ -311,10 +312,13 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
         summary="Hybrid retrieval for Russian RAG on OpenSearch: minimal material within a token budget.",
         lifespan=lifespan,
         responses=_ERRORS,
+        docs_url=None,  # fastapi's pages fetch their scripts from a CDN: ours come from the install
+        redoc_url=None,
     )
     app.state.service = service
+    _install_docs(app)
     app.add_middleware(BodyLimit, max_bytes=settings.serve_max_body_bytes)
-    _install_error_handlers(app, auth)
+    _install_error_handlers(app, auth, settings.alias)
     # The bearer scheme is declared for the OpenAPI schema only; ``auth`` reads the header itself.
     bearer = HTTPBearer(auto_error=False, description="A JWT signed by the configured issuer.")
 
@@ -380,10 +384,68 @@ def create_app(settings: Settings, auth: Auth, *, driver: Driver = "sync", warm:
         try:
             return await service.ready()
         except OsragError as exc:
-            log.warning("not ready: %s %s", type(exc).__name__, _one_line(str(exc)))
-            return _error(503, f"not ready: {_caller_message(exc)}")
+            if str(exc) != service.last_unready:  # the cause once per change, not once per probe
+                service.last_unready = str(exc)
+                log.warning("not ready: %s %s", type(exc).__name__, _one_line(str(exc)))
+            return _error(503, f"not ready: {_for_callers(exc, settings.alias)}")
 
     return app
+
+
+_ASSETS = "/docs-assets"
+
+
+def _install_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts and styles served by this process,
+    from the files the ``fastapi-offline`` package ships (the ``server`` extra), so the pages work
+    on a machine with no internet. Without that package the two pages say what to install."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    try:
+        from importlib.resources import files
+
+        static = files("fastapi_offline") / "static"
+    except ModuleNotFoundError:
+        static = None
+    if static is None or not static.is_dir():
+
+        @app.get("/docs", include_in_schema=False)
+        @app.get("/redoc", include_in_schema=False)
+        async def no_docs() -> JSONResponse:
+            return _error(404, "API pages need the fastapi-offline package: pip install 'osrag[server]'")
+
+        return
+    app.mount(_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
+    openapi, redirect = app.openapi_url or "/openapi.json", app.swagger_ui_oauth2_redirect_url
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi,
+            title="osrag API",
+            oauth2_redirect_url=redirect,
+            swagger_js_url=f"{_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{_ASSETS}/favicon.png",
+        )
+
+    if redirect:
+
+        @app.get(redirect, include_in_schema=False)
+        async def swagger_redirect() -> HTMLResponse:
+            return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi,
+            title="osrag API",
+            redoc_js_url=f"{_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def _within(name: str, value: int | None, limit: int, setting: str) -> None:
@@ -409,7 +471,21 @@ async def _warm(service: _Service) -> None:
         log.exception("warm-up failed")
 
 
-def _install_error_handlers(app: FastAPI, auth: Auth) -> None:
+def _for_callers(exc: OsragError, alias: str) -> str:
+    """A 503's body for whoever calls the API: what is unavailable and that it is worth retrying.
+    The operator's detail and fix (a command to run, the cluster's address) stay in the log."""
+    if isinstance(exc, ClusterUnavailable):
+        what = "the search cluster behind this service does not answer"
+    elif isinstance(exc, IndexStateError):
+        what = f"the search index of this service ({alias}) is not ready"
+    elif isinstance(exc, ModelError):
+        what = "the embedding model of this service could not be loaded"
+    else:
+        return _caller_message(exc)
+    return f"{what}; retry later, or ask the service's operator (the cause is in its log)"
+
+
+def _install_error_handlers(app: FastAPI, auth: Auth, alias: str) -> None:
     challenge = {"WWW-Authenticate": "Bearer"} if auth.bearer else None
 
     @app.exception_handler(RequestValidationError)
@@ -444,7 +520,7 @@ def _install_error_handlers(app: FastAPI, auth: Auth) -> None:
             log.warning(
                 "%s %s: %s %s", request.method, request.url.path, type(exc).__name__, _one_line(message)
             )
-            message = _caller_message(exc)
+            message = _for_callers(exc, alias) if status == 503 else _caller_message(exc)
         return _error(status, message, headers)
 
     @app.exception_handler(Exception)

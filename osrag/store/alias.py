@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osrag import templates
-from osrag.capabilities import Capabilities, detect, pipeline_file
+from osrag.capabilities import SERVERLESS_VERSION, Capabilities, detect, pipeline_file
 from osrag.connection import Cluster
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import IndexStateError
@@ -101,9 +101,13 @@ class AliasStore:
     def desired_pipelines(self) -> dict[str, dict[str, Any]]:
         p = self._params()
         caps = self.capabilities()  # the file this server accepts (equal-weight RRF before 3.1)
+        # Serverless offers no score-ranker-processor: its RRF pipelines can be neither installed
+        # nor used (OSRAG_FUSION=rrf is refused there), so they are not wanted, nor drift.
+        rrf_served = caps.version != SERVERLESS_VERSION
         return {
             self.pipeline_name(v): templates.load_pipeline(pipeline_file(f, caps), p)
             for v, f in PIPELINES.items()
+            if rrf_served or not v.startswith("rrf")
         }
 
     # ---- install ------------------------------------------------------------------

@@ -58,3 +58,25 @@ def test_sigv4_without_credentials_is_an_auth_failure(
     (check,) = diagnose(s)
     assert check.name == "auth" and check.status == "fail" and "no AWS credentials" in check.detail
     assert "OSRAG_AWS_REGION" in check.hint
+
+
+def test_the_index_listing_names_no_system_index(settings: Settings) -> None:
+    """doctor lists indices without the dot-named ones: a wildcard reaching a system index makes
+    the node answer with a warning header, which the client prints under doctor's lines."""
+    import urllib.request
+    import uuid
+
+    from osrag.admin.doctor import _USER_INDICES
+
+    def warning_of(pattern: str) -> str | None:
+        # a fresh X-Opaque-Id each time: the node sends a given warning once per id
+        req = urllib.request.Request(
+            f"{settings.url}/{pattern}/_mapping?expand_wildcards=open",
+            headers={"X-Opaque-Id": f"osrag-test-{uuid.uuid4()}"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.headers.get("Warning")
+
+    if warning_of("*") is None:
+        pytest.skip("no system index on this node answers a wildcard with a warning")
+    assert warning_of(_USER_INDICES) is None

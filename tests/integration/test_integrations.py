@@ -112,6 +112,10 @@ def check_meta(env: Envelope, metas: list[dict[str, Any]]) -> None:
         )
         assert meta["left_out_count"] == len(env.left_out)
         assert meta["left_out_for_budget"] == env.left_out_for_budget
+        # the filterable fields from the stored chunk, whom it was filtered for and with what
+        assert meta["category"] == "shop" and meta["tenant"] is None
+        assert meta["access"] == env.access and meta["access"]
+        assert meta["filters"] == env.filters
 
 
 def test_langchain_retriever_is_the_search(corpus: Settings) -> None:
@@ -135,7 +139,9 @@ def test_langchain_retriever_is_the_search(corpus: Settings) -> None:
     only = retriever.invoke("доставка", filters={"doc_id": "returns"})
     assert {d.metadata["doc_id"] for d in only} <= {"returns"}
     assert "staff-discount" not in {d.metadata["doc_id"] for d in retriever.invoke(SECRET)}
-    assert "staff-discount" in {d.metadata["doc_id"] for d in retriever.invoke(SECRET, principal=STAFF)}
+    staff_docs = retriever.invoke(SECRET, principal=STAFF)
+    assert "staff-discount" in {d.metadata["doc_id"] for d in staff_docs}
+    assert {tuple(d.metadata["access"]["groups"]) for d in staff_docs} == {("staff",)}
 
     # Async: through AsyncSearchClient, and without one (the sync client in a thread): the same documents.
     async def both() -> tuple[list[Any], list[Any]]:

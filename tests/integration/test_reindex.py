@@ -427,6 +427,12 @@ def test_rollback_restores_previous_results_exactly(
     assert alias_targets(client, settings.alias) == [old]
     assert top10(settings) == before
     assert exists(client, new)
+    assert "now live: created " in proc.stdout
+
+    # The CLI does not toggle forward silently: the recorded "previous" is newer than the live one.
+    proc = run_cli(settings, tmp_path, "rollback")
+    assert proc.returncode == 2 and "newer than the live" in proc.stderr, proc.stderr
+    assert alias_targets(client, settings.alias) == [old]
 
     # And forward again: the rolled-back-from index is now the "previous" one.
     assert Reindexer(settings).rollback() == (old, new)

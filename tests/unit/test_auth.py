@@ -177,3 +177,16 @@ def test_the_cli_refuses_reindex_on_serverless_before_any_request(
         err
         == f"osrag: error: osrag reindex cannot run on OpenSearch Serverless: it lacks {SERVERLESS_LACKS['reindex']}"
     )
+
+
+def test_serverless_wants_no_rrf_pipeline(clean_env: pytest.MonkeyPatch) -> None:
+    """Serverless has no score-ranker-processor: install puts, and drift expects, min-max only."""
+    from osrag.store.alias import AliasStore
+
+    clean_env.setenv("AWS_ACCESS_KEY_ID", "AKIAUNITTEST")
+    clean_env.setenv("AWS_SECRET_ACCESS_KEY", "unit-secret")
+    s = Settings(
+        url="http://127.0.0.1:1", auth="sigv4", aws_region="eu-north-1", aws_service="aoss", _env_file=None
+    )
+    wanted = AliasStore(s).desired_pipelines()  # port 1: any request would fail, none is made
+    assert list(wanted) == [f"{s.alias}-hybrid-minmax"]

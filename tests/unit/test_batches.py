@@ -149,3 +149,20 @@ def test_the_ingest_report_is_only_written_on_the_ingesting_thread(monkeypatch: 
     report = IngestReport()
     ing._write_all("idx", Mock(), [], report, None)
     assert report.indexed == 3 and writers == {threading.current_thread().name}
+
+
+def test_embed_tells_a_watcher_slice_by_slice_and_gives_the_same_vectors() -> None:
+    store = Mock(spec=VersionStore)
+    store.taken_by_others.return_value = {}
+    store.visible_versions.return_value = {}
+    store.stored_vectors.return_value = {}
+    model = Mock(spec=batches.LazyModel)
+    model._settings = Mock(embedding_batch_size=2)
+    model.get.return_value.encode_passages.side_effect = lambda texts: [[float(t.split()[-1])] for t in texts]
+    told: list[tuple[int, int, int]] = []
+    whole = Batch([_prepared("a", 3), _prepared("b", 2)])
+    batches.embed(whole, store, "idx", model, replace=False)
+    watched = Batch([_prepared("a", 3), _prepared("b", 2)])
+    batches.embed(watched, store, "idx", model, replace=False, on_embedded=lambda *t: told.append(t))
+    assert [p.vectors for p in watched.todo] == [p.vectors for p in whole.todo]
+    assert told == [(0, 5, 2), (2, 5, 2), (4, 5, 2), (5, 5, 2)]  # one encoder batch (2) per slice

@@ -59,7 +59,27 @@ def test_passage_metadata_carries_the_source_scores_and_the_envelope() -> None:
         "left_out_count": 2,
         "left_out_for_budget": 1,
         "index": "a-fp-20260101",
+        "access": env.access,
+        "filters": env.filters,
     }
+
+
+def test_documents_say_whom_and_with_what_filters_the_answer_was_made() -> None:
+    who = {"groups": ["staff"], "tenant": "acme", "public_only": False, "all_access": False}
+    env = envelope().model_copy(update={"access": who, "filters": {"category": ["faq"]}})
+    tagged = env.passages[0].model_copy(update={"category": "faq", "tenant": "acme"})
+    meta = passage_metadata(env, tagged)
+    assert meta["access"] == who and meta["filters"] == {"category": ["faq"]}
+    assert (meta["category"], meta["tenant"]) == ("faq", "acme")
+    assert (
+        passage_metadata(env, env.passages[1])["category"],
+        passage_metadata(env, env.passages[1])["tenant"],
+    ) == (
+        None,
+        None,
+    )
+    meta["access"]["groups"].append("x")  # a copy: changing one document's metadata changes no other
+    assert passage_metadata(env, tagged)["access"]["groups"] == ["staff"]
 
 
 def test_url_anchor_and_pages_come_along() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from osrag.progress import Progress, wanted
+from osrag.progress import Progress, Throughput, wanted
 
 
 class FakeTerminal(io.StringIO):
@@ -110,3 +110,76 @@ def test_eval_off_a_terminal_prints_log_lines_and_no_bar(
     res = CliRunner().invoke(cli, ["eval", str(golden), *args], env={"OSRAG_URL": "http://127.0.0.1:1"})
     assert res.exit_code == 0, res.output
     assert res.stderr == "eval: golden/main: 36 indexed, 0 unchanged\neval: golden: done in 3 s\n"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_eta_counts_only_work_since_the_first_observation() -> None:
+    from osrag.progress import Throughput
+
+    clock = Clock()
+    rate = Throughput(clock, settle_s=1.0)
+    assert rate.eta_s(10) is None
+    clock.t += 12  # twelve seconds of model loading: not in the rate
+    rate.observe(0)
+    assert rate.eta_s(10) is None  # nothing moved yet
+    clock.t += 2
+    rate.observe(4)  # 2 docs/s since the first observation
+    assert rate.eta_s(10) == pytest.approx(3.0)
+    clock.t += 1
+    rate.observe(4)  # a stall lowers the measured rate: 4 docs in 3 s
+    assert rate.eta_s(10) == pytest.approx(4.5)
+
+
+def test_the_ingest_bar_moves_while_a_batch_is_embedded() -> None:
+    from osrag.progress import IngestBar
+
+    out = FakeTerminal()
+    with IngestBar(10, stream=out) as bar:
+        assert bar.enabled and "reading files, loading the model" in out.getvalue()
+        bar.outcome("a.md", "skipped")  # unchanged: settled at once
+        bar.embedded(0, 40, 8)
+        bar.embedded(20, 40, 8)
+        assert bar.position() == pytest.approx(1 + 4)
+        bar.embedded(40, 40, 8)
+        assert bar.position() == pytest.approx(9)
+        for name in "bcdefghi":
+            bar.outcome(name, "indexed")  # already counted as embedded: no double count
+        assert bar.position() == pytest.approx(9)
+        bar.outcome("j.md", "failed")
+        assert bar.position() == pytest.approx(10)
+    assert "embedding 20/40 chunks" in out.getvalue() and "docs" in out.getvalue()
+
+
+def test_the_ingest_bar_is_silent_off_a_terminal() -> None:
+    from osrag.progress import IngestBar
+
+    out = io.StringIO()
+    with IngestBar(3, stream=out) as bar:
+        bar.embedded(1, 2, 3)
+        bar.outcome("a", "skipped")
+    assert out.getvalue() == "" and not bar.enabled
+
+
+def test_clock_text() -> None:
+    from osrag.progress import clock_text
+
+    assert (clock_text(5), clock_text(65.4), clock_text(3723)) == ("0:05", "1:05", "1:02:03")
+
+
+def test_update_to_shows_an_eta_only_from_measured_throughput() -> None:
+    out = FakeTerminal()
+    with Progress("chunk", stream=out, bar_format="{n_fmt}/{total_fmt}{postfix}") as bar:
+        clock = Clock()
+        bar._rate = Throughput(clock)
+        bar.update_to(0, 100)
+        assert "ETA: measuring" in out.getvalue()
+        clock.t += 10
+        bar.update_to(50, 100)
+        assert out.getvalue().rstrip("\r\n ").endswith("ETA 0:10")

@@ -224,3 +224,48 @@ def test_candidates_are_trimmed_until_twice_the_budget_is_spoken_for() -> None:
     assert "doc3" in trims and "doc1" not in trims and "doc2" not in trims
     spoken = whole + sum(trims[c].tokens for c in trims)
     assert len(trims) == 3 or spoken > TRIM_REACH * budget  # stops only past the reach
+
+
+# ------------------------------------------------------------------ a budget smaller than the best
+TABLE_WEIGHTS = {"тариф": 1.0, "премиум": 3.0}
+TABLE = (
+    "Тарифы > Сравнение\n\n"
+    "| Тариф | Цена | Диск |\n|---|---|---|\n"
+    "| Базовый | 300 рублей | 10 ГБ |\n| Стандарт | 700 рублей | 50 ГБ |\n"
+    "| Премиум | 1500 рублей | 200 ГБ |\n| Корпоративный | по запросу | без ограничений |"
+)
+
+
+def test_a_table_that_must_fit_keeps_its_header_and_best_row() -> None:
+    pattern = evidence_pattern(list(TABLE_WEIGHTS))
+    kw: dict[str, Any] = {"heading_path": ("Тарифы", "Сравнение"), "kind": "table", "config": TrimConfig()}
+    assert trim(TABLE, words(TABLE), TABLE_WEIGHTS, pattern, words, **kw) is None  # tables stay whole
+    cut_ = trim(TABLE, words(TABLE), TABLE_WEIGHTS, pattern, words, fit=words(TABLE) - 10, **kw)
+    assert cut_ is not None and cut_.tokens <= words(TABLE) - 10 and cut_.full_tokens == words(TABLE)
+    lines = cut_.text.split("\n")
+    assert lines[:4] == ["Тарифы > Сравнение", "", "| Тариф | Цена | Диск |", "|---|---|---|"]
+    assert "| Премиум | 1500 рублей | 200 ГБ |" in lines and GAP in lines
+    assert not any(ln.startswith(("| Базовый", "| Стандарт", "| Корпоративный")) for ln in lines)
+    assert trim(TABLE, words(TABLE), TABLE_WEIGHTS, pattern, words, fit=3, **kw) is None  # nothing fits
+    code = trim(TABLE, words(TABLE), TABLE_WEIGHTS, pattern, words, fit=20, **{**kw, "kind": "code"})
+    assert code is None  # code is never cut
+
+
+def test_the_best_passage_too_big_for_the_budget_is_trimmed_not_replaced() -> None:
+    budget = words(text_of("doc1")) - 5  # the best passage does not fit whole, the others neither
+    env = envelope(trim_on=True, budget=budget)
+    assert env.passages and env.passages[0].chunk_id == "doc1"
+    assert env.passages[0].trimmed and env.passages[0].tokens <= budget
+    assert env.spent_tokens <= budget
+    off = envelope(trim_on=False, budget=budget)
+    assert not off.passages or off.passages[0].chunk_id != "doc1" or not off.passages[0].trimmed
+
+
+def test_a_passage_that_must_fit_keeps_fewer_units_rather_than_none() -> None:
+    two = cut()  # max_units=2: both key sentences
+    assert two is not None and two.kept == 2
+    one = cut(fit=two.tokens - 1)
+    assert one is not None and one.kept == 1 and one.tokens <= two.tokens - 1
+    assert "Для восстановления доступа нужен публичный ключ пользователя." in one.text  # the best unit
+    short = cut(fit=two.tokens - 1, config=TrimConfig(max_units=2, min_tokens=10_000))
+    assert short is not None and short.kept == 1  # too short to trim for saving's sake, not when it must fit
