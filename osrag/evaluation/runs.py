@@ -138,7 +138,7 @@ def alias_for(prefix: str, set_name: str, variant: str, s: Settings) -> str:
 def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexVariant, log: Log) -> Settings:
     """Install the alias (templates, pipelines with the current weights) and ingest the corpus."""
     s = base.model_copy(update=dict(variant.overrides))
-    s = s.model_copy(update={"alias": alias_for(prefix, evalset.name, variant.key, s)})
+    s = s.model_copy(update={"alias": alias_for(prefix, evalset.index_name or evalset.name, variant.key, s)})
     if s.chunk_min_tokens >= s.chunk_max_tokens:
         s = s.model_copy(update={"chunk_min_tokens": s.chunk_max_tokens // 5})
     admin = Admin(s)
