@@ -372,12 +372,9 @@ SEARCH_SETTINGS = (
     "budget_tokens",
     "dedup_cosine",
     "dedup_overlap",
-    "gate_min_coverage",
-    "gate_min_cosine",
+    "gate_cosine_floor",
     "gate_relative_coverage",
     "gate_relative_cosine",
-    "gate_keep_coverage",
-    "gate_keep_cosine",
     "evidence_order",
     "selection",
 )
