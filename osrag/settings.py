@@ -41,6 +41,7 @@ from osrag.vocabulary import (
     DEFAULT_FUSION_WEIGHTS,
     DEFAULT_JWT_ALGORITHM,
     DEFAULT_POLICY,
+    FAMILY_FUSION_WEIGHTS,
     AuthMode,
     Fusion,
     JwtAlgorithm,
@@ -414,6 +415,17 @@ class Settings(BaseSettings):
     @property
     def effective_embedding_model(self) -> str:
         return self.embedding_model or PRODUCTION_EMBEDDING_MODEL
+
+    @property
+    def effective_fusion_weights(self) -> tuple[float, float]:
+        """``fusion_weights`` when set, else the weights pinned with the model's family
+        (``vocabulary.FAMILY_FUSION_WEIGHTS``), else the default."""
+        if "fusion_weights" in self.model_fields_set:
+            return (float(self.fusion_weights[0]), float(self.fusion_weights[1]))
+        from osrag.embedding import model_family
+
+        family = model_family(self.effective_embedding_model)
+        return FAMILY_FUSION_WEIGHTS.get(family or "", DEFAULT_FUSION_WEIGHTS)
 
     @property
     def models_dir(self) -> Path:

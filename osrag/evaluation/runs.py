@@ -69,7 +69,7 @@ class Config:
 
 
 def shipped_label(s: Settings) -> str:
-    return f"shipped default · hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.fusion_weights)}"
+    return f"shipped default · hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.effective_fusion_weights)}"
 
 
 FUSION_VARIANTS: tuple[tuple[str, tuple[float, float]], ...] = (
@@ -95,7 +95,7 @@ def core_configs(s: Settings) -> list[Config]:
         Config("knn", "knn"),
     ]
     for fusion, w in FUSION_VARIANTS:
-        if (fusion, w) == (s.fusion, tuple(s.fusion_weights)):
+        if (fusion, w) == (s.fusion, s.effective_fusion_weights):
             continue  # the shipped row already is this one
         name = "min-max" if fusion == "minmax" else "rrf"
         out.append(Config(f"hybrid {name} {w[0]:g}/{w[1]:g}", fusion=(fusion, w)))
@@ -115,7 +115,7 @@ def chunking_variants() -> list[IndexVariant]:
 
 
 def chunking_configs(s: Settings) -> list[Config]:
-    ship = f"hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.fusion_weights)}"
+    ship = f"hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.effective_fusion_weights)}"
     return [
         Config("fixed-size chunks · bm25", "bm25", "fixed"),
         Config(f"fixed-size chunks · {ship}", index="fixed"),

@@ -361,20 +361,10 @@ COSINE_FLOORS: Mapping[str, float] = {"e5": 0.811, "navec": 0.732}
 UNKNOWN_FLOOR = 1.0
 
 
-def model_family(model: str | None) -> str | None:
-    from osrag.embedding import is_e5_family
-
-    if not model:
-        return None
-    if is_e5_family(model):
-        return "e5"
-    if model.startswith("navec:"):
-        return "navec"
-    return None
-
-
 def cosine_floor(model: str | None) -> float:
     """The gate's cosine floor for an index pinned to ``model`` (``COSINE_FLOORS``)."""
+    from osrag.embedding import model_family
+
     family = model_family(model)
     return COSINE_FLOORS[family] if family else UNKNOWN_FLOOR
 
