@@ -41,6 +41,7 @@ from typing import Any
 
 from osrag.search.candidates import Candidate
 from osrag.search.query import identifier_terms
+from osrag.search.variants import TYPO_QUERY_NAME
 from osrag.vocabulary import POLICIES
 
 #: The analyzed field whose terms are compared, and the analyzer the question goes through
@@ -329,7 +330,8 @@ def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candid
         h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos
         h.ident_match = any(c in terms for c in codes)
         # A code's pieces are evidence only beside the whole code, as in ``coverage``.
-        h.shares_term = h.ident_match or not content.isdisjoint(terms - parts)
+        # A word one edit away from one the question misspelt is a shared term too.
+        h.shares_term = h.ident_match or not content.isdisjoint(terms - parts) or TYPO_QUERY_NAME in h.named
         h.relevance = max(h.coverage, h.cosine, 1.0 if h.ident_match else 0.0)
 
 

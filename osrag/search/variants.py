@@ -64,6 +64,9 @@ TYPO_PREFIX_LENGTH = 1
 TYPO_MAX_EXPANSIONS = 20
 #: The fuzzy clause is weighed below an exact match of the same words.
 TYPO_BOOST = 0.7
+#: The fuzzy clause's query name: a candidate it matched holds a word one edit away from one the
+#: question misspelt, which the relevance gate counts as a shared term (``gate.annotate``).
+TYPO_QUERY_NAME = "osrag.typo"
 
 # Transliteration, longest Latin groups first (ГОСТ 7.79-B, ISO 9 and everyday spellings).
 _TRANSLIT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -414,6 +417,7 @@ def variant_clauses(question: str, fields: Mapping[str, float]) -> list[dict[str
                         "prefix_length": TYPO_PREFIX_LENGTH,
                         "max_expansions": TYPO_MAX_EXPANSIONS,
                         "boost": TYPO_BOOST,
+                        "_name": TYPO_QUERY_NAME,
                     }
                 }
             }
