@@ -56,7 +56,7 @@ _CAMEL = re.compile(r"[a-z][A-Z]")
 #: Words shorter than this are never called misspelt (short words are too often abbreviations).
 MIN_TYPO_LETTERS = 5
 #: At most this many words of one question get the fuzzy clause.
-MAX_TYPO_WORDS = 4
+MAX_TYPO_WORDS = 8
 #: ``fuzziness`` of the typo clause: one edit in a term of 3-5 characters, two above (Lucene's AUTO).
 TYPO_FUZZINESS = "AUTO"
 #: The first letter of a misspelt word is taken as typed (keeps the expansion small and precise).
