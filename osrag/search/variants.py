@@ -62,8 +62,8 @@ TYPO_FUZZINESS = "AUTO"
 #: The first letter of a misspelt word is taken as typed (keeps the expansion small and precise).
 TYPO_PREFIX_LENGTH = 1
 TYPO_MAX_EXPANSIONS = 20
-#: The fuzzy clause is weighed below an exact match of the same words.
-TYPO_BOOST = 0.7
+#: The fuzzy clause is weighed as an exact match: a misspelt word has no exact match to add to.
+TYPO_BOOST = 1.0
 #: The fuzzy clause's query name: a candidate it matched holds a word one edit away from one the
 #: question misspelt, which the relevance gate counts as a shared term (``gate.annotate``).
 TYPO_QUERY_NAME = "osrag.typo"
