@@ -130,9 +130,10 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
 @click.option(
     "--perturb",
     multiple=True,
-    type=click.Choice(["layout", "translit", "typos", "mistyped"]),
+    type=click.Choice(["layout", "translit", "typos", "mistyped", "task"]),
     help="Also score a copy of every set with its questions broken this way (mistyped: every Cyrillic "
-    "word of 5+ letters gets one swap or drop, seeded per word), on the same index; repeatable.",
+    "word of 5+ letters gets one swap or drop, seeded per word; task: inside a long task statement with "
+    "code), on the same index; repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True)
 def eval_cmd(

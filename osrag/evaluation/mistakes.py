@@ -9,6 +9,9 @@ Ways a Russian question reaches a search box broken:
   ``ъ`` dropped as most people drop them: ``skolko``);
 * ``typos`` -- one or two Cyrillic words of five letters or more get one edit each (a neighbouring
   ЙЦУКЕН key, a dropped, doubled or swapped letter; never the first letter), seeded per question;
+* ``task`` -- the question inside a long task statement (50-90 words) with a line of code, as a
+  programming tutorial's exercises read: generic sentences before it, a code sample after it
+  (``x = solve(data); print(x)``), seeded per question;
 * ``mistyped`` -- *every* Cyrillic word of five letters or more gets one swap of two neighbouring
   letters or one dropped letter (never the first), seeded per word, so a word is mistyped the same
   way wherever it occurs (``osrag eval --perturb mistyped``).
@@ -38,7 +41,7 @@ _TRANSLIT = {
 }  # fmt: skip
 #: Neighbouring keys on ЙЦУКЕН (same row), for substitution typos.
 _ROWS = ("йцукенгшщзхъ", "фывапролджэ", "ячсмитьбю")
-KINDS = ("clean", "layout", "translit", "typos", "mistyped")
+KINDS = ("clean", "layout", "translit", "typos", "mistyped", "task")
 MIN_TYPO_LETTERS = 5
 
 
@@ -109,6 +112,9 @@ def perturb(question: str, kind: str, seed: int, qid: str) -> str:
         return typos(question, random.Random(int.from_bytes(digest[:8], "big")))
     if kind == "mistyped":
         return mistyped(question, seed)
+    if kind == "task":
+        digest = hashlib.sha256(f"{seed}:{qid}:task".encode()).digest()
+        return task(question, random.Random(int.from_bytes(digest[:8], "big")))
     raise ValueError(f"unknown perturbation {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -152,3 +158,36 @@ def perturbed(evalset: EvalSet, kind: str, seed: int, rename: bool = False) -> E
         clone.index_name = evalset.index_name or evalset.name
         clone.name = f"{evalset.name}~{kind}"
     return clone
+
+
+#: Sentences a task statement wraps its question in (generic: they name no subject of any set).
+_TASK_OPENINGS = (
+    "Я разбираюсь с заданием из учебного курса и не могу понять, что именно от меня требуется.",
+    "Ниже описана задача, над которой я сижу уже второй день, и решение пока не получается.",
+    "Преподаватель дал упражнение, в котором нужно сначала ответить на вопрос, а потом написать код.",
+    "Подскажите, пожалуйста, как правильно подойти к следующей задаче, я запутался в условии.",
+)
+_TASK_MIDDLES = (
+    "Условие такое, и ответ нужен точный, без общих слов.",
+    "Сначала нужно найти ответ в материалах курса, затем проверить его на примере.",
+    "Результат нужно вывести на экран в понятном виде, а промежуточные шаги объяснить.",
+    "Важно не только получить ответ, но и понять, откуда он берётся.",
+)
+_TASK_CODE = (
+    "Пример заготовки: data = load(); answer = solve(data); print(answer)",
+    "Мой код сейчас выглядит так: result = find(items, key=None); print(result)",
+    "Проверка: assert check(answer) == True; иначе выводится ошибка",
+)
+
+
+def task(question: str, rng: random.Random) -> str:
+    """``question`` inside a long task statement with a line of code (generic words around it)."""
+    return " ".join(
+        [
+            rng.choice(_TASK_OPENINGS),
+            rng.choice(_TASK_MIDDLES),
+            f"Вопрос: {question}",
+            rng.choice(_TASK_MIDDLES),
+            rng.choice(_TASK_CODE),
+        ]
+    )
