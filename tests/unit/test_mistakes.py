@@ -37,3 +37,12 @@ def test_perturbed_copy_searches_the_clean_index() -> None:
 def test_unknown_perturbation_is_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="typoz"):
         suite.load_sets(suite.EvalConfig(datasets=(), perturb=("typoz",), golden=None))
+
+
+def test_a_task_statement_holds_the_question_and_a_line_of_code() -> None:
+    from osrag.search.gate import quotes_code
+
+    q = "Сколько стоит доставка по Москве?"
+    t = mistakes.perturb(q, "task", 7, "q1")
+    assert q in t and t == mistakes.perturb(q, "task", 7, "q1")
+    assert 40 <= len(t.split()) <= 100 and quotes_code(t)
