@@ -1,6 +1,7 @@
 """Perturbed copies of the dev sets' questions, and recall on each beside the clean one.
 
-Three ways a Russian question reaches a search box broken (``osrag.search.variants`` answers them):
+The perturbations live in ``osrag.evaluation.mistakes`` (``osrag eval --perturb KIND`` uses them
+too). Ways a Russian question reaches a search box broken (``osrag.search.variants`` answers them):
 
 * ``layout`` -- typed with the QWERTY layout on: every Cyrillic letter becomes the Latin key it
   sits on (``доставка`` -> ``ljcnfdrf``), and ЙЦУКЕН's ``? . , ; : "`` become ``& / ? $ ^ @``;
