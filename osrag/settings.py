@@ -43,6 +43,7 @@ from osrag.vocabulary import (
     DEFAULT_FUSION_WEIGHTS,
     DEFAULT_JWT_ALGORITHM,
     DEFAULT_POLICY,
+    FAMILY_FUSION_WEIGHTS,
     AuthMode,
     Fusion,
     JwtAlgorithm,
@@ -248,21 +249,12 @@ class Settings(BaseSettings):
     target_cache_ttl_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 2.0
     dedup_cosine: Fraction = 0.95
     dedup_overlap: Fraction = 0.8
-    # Relevance gate (used when no reranker scores the candidates). Coverage is the IDF-weighted
-    # share of the question's ru_search terms a chunk holds (osrag.search.gate, from the index's own
-    # analysis); cosines are per model -- these are calibrated on BOTH eval sets with navec:news-300d.
-    # min_*: some candidate must reach one of them (or hold a code the question names), else
-    # «nothing relevant». At 0.25 / 0.60 that is 5 of 612 answerable dev questions (0.8 %) and
-    # 1 of 63 answerable golden ones, while 4 of golden's 7 no-answer questions get it (two of them
-    # because their Latin code is in no candidate). The window is narrow: coverage 0.24-0.26 and
-    # cosine 0.60-0.63 meet both bounds, nothing else does.
-    gate_min_coverage: Fraction = 0.25
-    gate_min_cosine: Fraction = 0.60
-    # keep_* (recall policy): once something is relevant, what shares less than this with the
-    # question (coverage and cosine both below) is filler and is not delivered. 0.10 / 0.40 keeps
-    # recall within 0.02 of top-k at every budget on both sets; 0.15 / 0.45 cost golden 0.03.
-    gate_keep_coverage: Fraction = 0.10
-    gate_keep_cosine: Fraction = 0.40
+    # Relevance gate (used when no reranker scores the candidates; osrag.search.gate): «nothing
+    # relevant» only when no candidate holds a content term of the question (one in fewer than
+    # half of the index's chunks) or a code it names, and none is closer to it than text that cannot
+    # answer: the model's cosine floor, calibrated on shipped off-topic text
+    # (osrag.evaluation.floors), not on any eval set. Set it only for a model of no known family.
+    gate_cosine_floor: Fraction | None = None
     # relative_* (minimal policy): only chunks close to the best evidence found.
     gate_relative_coverage: Fraction = 0.6
     gate_relative_cosine: Fraction = 0.95
@@ -449,6 +441,17 @@ class Settings(BaseSettings):
             configured="reranker_model" in self.model_fields_set,
             backend=self.rerank_backend,
         )
+
+    @property
+    def effective_fusion_weights(self) -> tuple[float, float]:
+        """``fusion_weights`` when set, else the weights pinned with the model's family
+        (``vocabulary.FAMILY_FUSION_WEIGHTS``), else the default."""
+        if "fusion_weights" in self.model_fields_set:
+            return (float(self.fusion_weights[0]), float(self.fusion_weights[1]))
+        from osrag.embedding import model_family
+
+        family = model_family(self.effective_embedding_model)
+        return FAMILY_FUSION_WEIGHTS.get(family or "", DEFAULT_FUSION_WEIGHTS)
 
     @property
     def models_dir(self) -> Path:

@@ -29,7 +29,15 @@ OTHER_ENV_VARS = frozenset({"OSRAG_DEBUG", "OSRAG_SKIP_INTEGRATION"})
 #: Prefixes of OSRAG_* variables read outside Settings (the test suite's).
 OTHER_ENV_PREFIXES = ("OSRAG_TEST_",)
 #: Variables that were renamed: the old name is not read any more, the warning names the new one.
-RENAMED_ENV_VARS = {"OSRAG_MAX_FILE_MB": "OSRAG_MAX_FILE_BYTES (in bytes: 20 MB is 20000000)"}
+RENAMED_ENV_VARS = {
+    "OSRAG_MAX_FILE_MB": "OSRAG_MAX_FILE_BYTES (in bytes: 20 MB is 20000000)",
+    # The gate's four thresholds became one rule and a per-model floor (issue 35, docs/selection.md).
+    **{
+        f"OSRAG_GATE_{k}": "nothing: the gate needs no thresholds (docs/selection.md); "
+        "OSRAG_GATE_COSINE_FLOOR only for a model of no known family"
+        for k in ("MIN_COVERAGE", "MIN_COSINE", "KEEP_COVERAGE", "KEEP_COSINE")
+    },
+}
 #: Longest value an error line quotes back (a 5,000-character value is cut, not echoed).
 MAX_SHOWN_CHARS = 80
 #: Fields whose value is never shown, in an error line or in ``Settings.redacted()``.

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_RETRIEVAL_MODE",
     "EQUAL_WEIGHT_PIPELINES",
+    "FAMILY_FUSION_WEIGHTS",
     "FUSIONS",
     "FUSION_LABELS",
     "JWT_ALGORITHMS",
@@ -51,6 +52,12 @@ FUSIONS: Final[tuple[Fusion, ...]] = get_args(Fusion)
 #: both offline models (the reasons and numbers are beside ``Settings.fusion_weights``).
 DEFAULT_FUSION: Final[Fusion] = "minmax"
 DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (0.6, 0.4)
+#: The weights pinned with an embedding model's family (``osrag.embedding.model_family``), used
+#: unless ``fusion_weights`` is set: a trained dense head (e5) gets an equal say -- its head alone
+#: is as good as the BM25 head or better on every dev set and on their mistyped copies; navec's
+#: weak dense head gets little (0.8/0.2 was level with 0.6/0.4 on the dev sets and 0.6/0.4 fell
+#: below the BM25 head on held-back docs trees). Figures: docs/selection.md.
+FAMILY_FUSION_WEIGHTS: Final[dict[str, tuple[float, float]]] = {"e5": (0.5, 0.5), "navec": (0.8, 0.2)}
 #: How a fusion is named in prose (help text, README, reports).
 FUSION_LABELS: Final[dict[str, str]] = {"minmax": "min-max", "rrf": "RRF"}
 

@@ -128,6 +128,14 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     help="Golden: also index fixed-size chunks, the light stemmer and other chunk sizes (5 more indices, "
     "several minutes more); off unless asked.",
 )
+@click.option(
+    "--perturb",
+    multiple=True,
+    type=click.Choice(["layout", "translit", "typos", "mistyped", "task"]),
+    help="Also score a copy of every set with its questions broken this way (mistyped: every Cyrillic "
+    "word of 5+ letters gets one swap or drop, seeded per word; task: inside a long task statement with "
+    "code), on the same index; repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def eval_cmd(
     golden: str,
@@ -141,6 +149,7 @@ def eval_cmd(
     stat_test: str,
     workers: int,
     chunking_variants: bool,
+    perturb: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Evaluate the golden set and any BEIR sets side by side: one report, every set."""
@@ -163,6 +172,7 @@ def eval_cmd(
         stat_test=stat_test,
         workers=workers,
         chunking_variants=chunking_variants,
+        perturb=tuple(perturb),
     )
     # Each log line is a finished step (an index built, a configuration scored, a set done): on a
     # terminal a bar counts them beneath the lines; elsewhere the lines alone, as before.

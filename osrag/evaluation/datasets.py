@@ -67,6 +67,8 @@ class EvalSet:
     # results (``ingest_failed``), not a reason to stop; a prepared corpus must ingest whole.
     tolerates_failed_files: bool = False
     ingest_failed: dict[str, list[str]] = field(default_factory=dict)  # index variant -> "path: reason"
+    # The set whose index this one searches (a perturbed copy of its questions); None: its own.
+    index_name: str | None = None
 
     def key(self, q: Query, src: ChunkSource) -> str:
         """The relevance key of a retrieved chunk (a relevant key, or a neutral id)."""

@@ -1,22 +1,22 @@
-"""Choosing the gate's thresholds for a model: replay its decisions over every set's candidates.
+"""Checking the gate on every set: replay its decision over every question's candidates.
 
-The gate (``osrag.search.gate``) decides «nothing relevant» from each candidate's coverage, cosine and
-code match, all of which ``search()`` computes before it decides. So the candidates of every
-question are fetched once (the shipped hybrid with its evidence, on the indices ``osrag eval``
-built) and the pure decision is replayed for a grid of thresholds: for each, the share of
-answerable questions refused (false «nothing relevant»), how many of those had a relevant
-chunk among the candidates, and how many no-answer questions were refused (detected).
-
-Cosines are per model (navec's scale is not e5's), so the grid is run per embedding model:
+The gate (``osrag.search.gate``) decides «nothing relevant» from each candidate's shared content
+term, cosine and code match, all of which ``search()`` computes before it decides. So the
+candidates of every question are fetched once (the shipped hybrid with its evidence, on the
+indices ``osrag eval`` built) and the pure decision is replayed for a grid of cosine floors,
+the model's shipped floor among them: for each, the share of answerable questions refused
+(false «nothing relevant»), how many of those had a relevant chunk among the candidates, and how
+many no-answer questions were refused (detected). The floor is not chosen here (it comes from
+``osrag.evaluation.floors``); the grid shows what it costs and what it buys.
 
     python -m osrag.evaluation.gatesweep golden/golden.jsonl \\
-        --dataset ../shared/datasets/xquad-ru-dev --dataset ../shared/datasets/vkdocs-ru-dev
+        --dataset ../shared/datasets/xquad-ru-dev --dataset ../shared/datasets/vkdocs-ru-dev \\
+        --perturb mistyped
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -42,6 +42,7 @@ class Evidence:
     cosine: float
     ident: bool
     relevant: bool
+    shares_term: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,13 @@ def collect(client: SearchClient, evalset: EvalSet, depth: int, workers: int = 4
             q.answerable,
             required,
             tuple(
-                Evidence(h.coverage, h.cosine, h.ident_match, evalset.key(q, h.source) in q.relevant)
+                Evidence(
+                    h.coverage,
+                    h.cosine,
+                    h.ident_match,
+                    evalset.key(q, h.source) in q.relevant,
+                    h.shares_term,
+                )
                 for h in hits
             ),
         )
@@ -78,36 +85,32 @@ def collect(client: SearchClient, evalset: EvalSet, depth: int, workers: int = 4
     return runs.pmap(one, evalset.queries, workers)
 
 
-def refused(q: Question, g: gate.Gate, latin: Sequence[str]) -> bool:
+def refused(q: Question, g: gate.Gate, question: str) -> bool:
     """Whether the gate says «nothing relevant» for this question (``relevant_ids`` replayed)."""
     hits = []
     for i, e in enumerate(q.hits):
         h = Candidate(ChunkSource(chunk_id=str(i)), fused=0.0, rank=i + 1)
-        h.coverage, h.cosine, h.ident_match = e.coverage, e.cosine, e.ident
+        h.coverage, h.cosine, h.ident_match, h.shares_term = e.coverage, e.cosine, e.ident, e.shares_term
         hits.append(h)
-    codes = list(q.required_codes) if q.required_codes is not None else list(latin)
-    return not hits or not gate.relevant_ids(hits, g, codes)
+    return not hits or not gate.relevant_ids(hits, g, gate.deciding_codes(question, q.required_codes))
 
 
 def sweep(
-    sets: dict[str, list[Question]],
-    latin: dict[str, dict[str, list[str]]],
-    min_cosines: Iterable[float],
-    min_coverages: Iterable[float],
+    sets: dict[str, list[Question]], texts: dict[str, dict[str, str]], floors: Iterable[float]
 ) -> list[dict[str, Any]]:
-    """One row per (min_coverage, min_cosine): per set, false refusals and no-answer detection."""
+    """One row per cosine floor: per set, false refusals and no-answer detection."""
     rows = []
-    for cov, cos in itertools.product(min_coverages, min_cosines):
-        g = gate.Gate(min_coverage=cov, min_cosine=cos)
-        row: dict[str, Any] = {"min_coverage": cov, "min_cosine": cos}
+    for floor in floors:
+        g = gate.Gate(floor=floor)
+        row: dict[str, Any] = {"floor": floor}
         for name, qs in sets.items():
             ans = [q for q in qs if q.answerable]
             no = [q for q in qs if not q.answerable]
-            false = [q for q in ans if refused(q, g, latin[name].get(q.qid, []))]
+            false = [q for q in ans if refused(q, g, texts[name][q.qid])]
             row[name] = {
                 "false_refusals": round(len(false) / len(ans), 4) if ans else None,
                 "false_with_answer_in_candidates": sum(1 for q in false if any(e.relevant for e in q.hits)),
-                "no_answer_detected": sum(1 for q in no if refused(q, g, latin[name].get(q.qid, []))),
+                "no_answer_detected": sum(1 for q in no if refused(q, g, texts[name][q.qid])),
                 "no_answer": len(no),
             }
         rows.append(row)
@@ -121,37 +124,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--prefix", default="osrag-eval", help="The aliases' prefix of the `osrag eval` run.")
     ap.add_argument("--depth", type=int, default=40)
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--cosines", default="0.5,0.6,0.7,0.75,0.78,0.8,0.82,0.84,0.86,0.88,0.9,1.01")
-    ap.add_argument("--coverages", default="0.15,0.2,0.25,0.3,0.35,0.4,1.01")
+    ap.add_argument("--floors", default="0.5,0.6,0.7,0.75,0.78,0.8,0.82,0.84,0.86,0.88,0.9,1.01")
+    ap.add_argument(
+        "--perturb", action="append", default=[], help="Also a copy with broken questions (mistyped, ...)."
+    )
     ap.add_argument("--out", default=None, help="Write the rows as JSON here.")
     ap.add_argument("--dump", default=None, help="Write every question's candidate evidence as JSON here.")
     args = ap.parse_args(argv)
-    from osrag.evaluation.suite import EVAL_PRINCIPAL, eval_settings
+    from osrag.evaluation.mistakes import perturbed
+    from osrag.evaluation.suite import EVAL_PRINCIPAL, PERTURB_SEED, eval_settings
 
     base: Settings = eval_settings(load_settings())
     evalsets: list[EvalSet] = [load_golden(Path(args.golden))] if args.golden else []
     evalsets += [load_dataset(Path(d)) for d in args.dataset]
     sets: dict[str, list[Question]] = {}
-    latin: dict[str, dict[str, list[str]]] = {}
+    texts: dict[str, dict[str, str]] = {}
+    evalsets = [es.sample(args.limit) for es in evalsets]
+    evalsets += [perturbed(es, k, PERTURB_SEED, rename=True) for es in evalsets for k in args.perturb]
     for es in evalsets:
-        es = es.sample(args.limit)
-        alias = runs.alias_for(args.prefix, es.name, "main", base)
+        alias = runs.alias_for(args.prefix, es.index_name or es.name, "main", base)
         client = SearchClient(base.model_copy(update={"alias": alias}), principal=EVAL_PRINCIPAL)
         sets[es.name] = collect(client, es, args.depth)
-        latin[es.name] = {q.qid: gate.latin_codes(q.text) for q in es.queries}
+        texts[es.name] = {q.qid: q.text.strip() for q in es.queries}
         print(f"gatesweep: {es.name}: {len(sets[es.name])} questions from {alias}", file=sys.stderr)
     if args.dump:
         from dataclasses import asdict
 
         dumped = {n: [asdict(q) for q in qs] for n, qs in sets.items()}
         Path(args.dump).write_text(json.dumps(dumped, ensure_ascii=False) + "\n", encoding="utf-8")
-    rows = sweep(
-        sets,
-        latin,
-        [float(x) for x in args.cosines.split(",")],
-        [float(x) for x in args.coverages.split(",")],
+    shipped = gate.cosine_floor(base.embedding_model)
+    floors = sorted({shipped, *(float(x) for x in args.floors.split(","))})
+    rows = sweep(sets, texts, floors)
+    text = json.dumps(
+        {"model": base.embedding_model, "shipped_floor": shipped, "depth": args.depth, "rows": rows},
+        ensure_ascii=False,
     )
-    text = json.dumps({"model": base.embedding_model, "depth": args.depth, "rows": rows}, ensure_ascii=False)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     for r in rows:
@@ -160,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"no-answer {r[n]['no_answer_detected']}/{r[n]['no_answer']}"
             for n in sets
         )
-        print(f"cov {r['min_coverage']:.2f} cos {r['min_cosine']:.2f}  {cells}")
+        mark = " (shipped)" if r["floor"] == shipped else ""
+        print(f"floor {r['floor']:.3f}{mark}  {cells}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Perturbed copies of the dev sets' questions, and recall on each beside the clean one.
 
-Three ways a Russian question reaches a search box broken (``osrag.search.variants`` answers them):
+The perturbations live in ``osrag.evaluation.mistakes`` (``osrag eval --perturb KIND`` uses them
+too). Ways a Russian question reaches a search box broken (``osrag.search.variants`` answers them):
 
 * ``layout`` -- typed with the QWERTY layout on: every Cyrillic letter becomes the Latin key it
   sits on (``доставка`` -> ``ljcnfdrf``), and ЙЦУКЕН's ``? . , ; : "`` become ``& / ? $ ^ @``;
@@ -20,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import hashlib
 import logging
-import random
 import shlex
 import sys
 import time
@@ -33,6 +31,16 @@ from typing import Any
 
 from osrag.evaluation import metrics, runs
 from osrag.evaluation.datasets import EvalSet, load_dataset, load_golden
+from osrag.evaluation.mistakes import (  # noqa: F401 (the perturbations, re-exported)
+    KINDS,
+    MIN_TYPO_LETTERS,
+    TO_QWERTY,
+    layout,
+    perturb,
+    perturbed,
+    translit,
+    typos,
+)
 from osrag.evaluation.suite import EVAL_PRINCIPAL, eval_settings
 from osrag.search import variants
 from osrag.search.client import SearchClient
@@ -40,98 +48,8 @@ from osrag.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-_RU = "йцукенгшщзхъфывапролджэячсмитьбюё" + "ЙЦУКЕНГШЩЗХЪФЫВАПРОЛДЖЭЯЧСМИТЬБЮЁ"
-_EN = "qwertyuiop[]asdfghjkl;'zxcvbnm,.`" + 'QWERTYUIOP{}ASDFGHJKL:"ZXCVBNM<>~'
-#: ЙЦУКЕН text typed with QWERTY on: letters, and the punctuation that sits on other keys.
-TO_QWERTY = str.maketrans(_RU + '?.,;:"№', _EN + "&/?$^@#")
-_TRANSLIT = {
-    "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "yo", "ж": "zh", "з": "z",
-    "и": "i", "й": "y", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o", "п": "p", "р": "r",
-    "с": "s", "т": "t", "у": "u", "ф": "f", "х": "kh", "ц": "ts", "ч": "ch", "ш": "sh", "щ": "shch",
-    "ъ": "", "ы": "y", "ь": "", "э": "e", "ю": "yu", "я": "ya",
-}  # fmt: skip
-#: Neighbouring keys on ЙЦУКЕН (same row), for substitution typos.
-_ROWS = ("йцукенгшщзхъ", "фывапролджэ", "ячсмитьбю")
-KINDS = ("clean", "layout", "translit", "typos")
 #: The clean questions with osrag.search.variants off: what the variants cost an ordinary question.
 OFF = "clean, variants off"
-MIN_TYPO_LETTERS = 5
-
-
-def layout(question: str) -> str:
-    return question.translate(TO_QWERTY)
-
-
-def translit(question: str) -> str:
-    out = []
-    for ch in question:
-        low = ch.lower()
-        if low in _TRANSLIT:
-            lat = _TRANSLIT[low]
-            out.append(lat.capitalize() if ch != low and lat else lat)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _neighbour(ch: str, rng: random.Random) -> str:
-    for row in _ROWS:
-        i = row.find(ch.lower())
-        if i >= 0:
-            near = [row[j] for j in (i - 1, i + 1) if 0 <= j < len(row)]
-            return rng.choice(near)
-    return ch
-
-
-def _edit(word: str, rng: random.Random) -> str:
-    i = rng.randrange(1, len(word))
-    kind = rng.choice(("sub", "drop", "double", "swap"))
-    if kind == "sub":
-        return word[:i] + _neighbour(word[i], rng) + word[i + 1 :]
-    if kind == "drop":
-        return word[:i] + word[i + 1 :]
-    if kind == "double":
-        return word[:i] + word[i] + word[i:]
-    if i == len(word) - 1:
-        i -= 1
-    return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
-
-
-def typos(question: str, rng: random.Random) -> str:
-    """One or two Cyrillic words of five letters or more, one edit each (unchanged if none)."""
-    tokens = question.split(" ")
-    eligible = [
-        i
-        for i, t in enumerate(tokens)
-        if len(t) >= MIN_TYPO_LETTERS and all("а" <= c.lower() <= "я" or c.lower() == "ё" for c in t)
-    ]
-    if not eligible:
-        return question
-    for i in rng.sample(eligible, min(len(eligible), rng.choice((1, 2)))):
-        tokens[i] = _edit(tokens[i], rng)
-    return " ".join(tokens)
-
-
-def perturb(question: str, kind: str, seed: int, qid: str) -> str:
-    """``question`` broken the ``kind`` way; deterministic for (seed, question id)."""
-    if kind == "clean":
-        return question
-    if kind == "layout":
-        return layout(question)
-    if kind == "translit":
-        return translit(question)
-    if kind == "typos":
-        digest = hashlib.sha256(f"{seed}:{qid}".encode()).digest()
-        return typos(question, random.Random(int.from_bytes(digest[:8], "big")))
-    raise ValueError(f"unknown perturbation {kind!r}; known: {', '.join(KINDS)}")
-
-
-def perturbed(evalset: EvalSet, kind: str, seed: int) -> EvalSet:
-    """A copy of the set whose questions are broken the ``kind`` way (judgements unchanged)."""
-    clone = dataclasses.replace(evalset) if dataclasses.is_dataclass(evalset) else evalset
-    clone.queries = [dataclasses.replace(q, text=perturb(q.text, kind, seed, q.qid)) for q in evalset.queries]
-    return clone
-
 
 # ------------------------------------------------------------------ measuring
 MODES = {"bm25": "bm25 head (as shipped)", "hybrid": "hybrid (shipped pipeline)"}

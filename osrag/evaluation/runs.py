@@ -71,7 +71,7 @@ class Config:
 
 
 def shipped_label(s: Settings) -> str:
-    return f"shipped default · hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.fusion_weights)}"
+    return f"shipped default · hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.effective_fusion_weights)}"
 
 
 FUSION_VARIANTS: tuple[tuple[str, tuple[float, float]], ...] = (
@@ -97,7 +97,7 @@ def core_configs(s: Settings) -> list[Config]:
         Config("knn", "knn"),
     ]
     for fusion, w in FUSION_VARIANTS:
-        if (fusion, w) == (s.fusion, tuple(s.fusion_weights)):
+        if (fusion, w) == (s.fusion, s.effective_fusion_weights):
             continue  # the shipped row already is this one
         name = "min-max" if fusion == "minmax" else "rrf"
         out.append(Config(f"hybrid {name} {w[0]:g}/{w[1]:g}", fusion=(fusion, w)))
@@ -117,7 +117,7 @@ def chunking_variants() -> list[IndexVariant]:
 
 
 def chunking_configs(s: Settings) -> list[Config]:
-    ship = f"hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.fusion_weights)}"
+    ship = f"hybrid {s.fusion} {'/'.join(f'{x:g}' for x in s.effective_fusion_weights)}"
     return [
         Config("fixed-size chunks · bm25", "bm25", "fixed"),
         Config(f"fixed-size chunks · {ship}", index="fixed"),
@@ -140,7 +140,7 @@ def alias_for(prefix: str, set_name: str, variant: str, s: Settings) -> str:
 def prepare_index(base: Settings, evalset: EvalSet, prefix: str, variant: IndexVariant, log: Log) -> Settings:
     """Install the alias (templates, pipelines with the current weights) and ingest the corpus."""
     s = base.model_copy(update=dict(variant.overrides))
-    s = s.model_copy(update={"alias": alias_for(prefix, evalset.name, variant.key, s)})
+    s = s.model_copy(update={"alias": alias_for(prefix, evalset.index_name or evalset.name, variant.key, s)})
     if s.chunk_min_tokens >= s.chunk_max_tokens:
         s = s.model_copy(update={"chunk_min_tokens": s.chunk_max_tokens // 5})
     admin = AliasStore(s)

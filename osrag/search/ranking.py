@@ -18,7 +18,7 @@ from osrag.names import age_seconds
 from osrag.records import IndexMeta
 from osrag.search.budget import Selection, SelectionConfig, select
 from osrag.search.candidates import Candidate
-from osrag.search.gate import Gate, cosine_defaults, evidence_order, latin_codes, relevant_ids
+from osrag.search.gate import Gate, cosine_floor, deciding_codes, evidence_order, relevant_ids
 from osrag.search.trimming import Trim, TrimConfig, evidence, trim
 from osrag.vocabulary import POLICIES
 
@@ -50,15 +50,10 @@ class SelectionPolicy:
     evidence_order: bool = False
     #: The fusion the envelope reports.
     fusion: str = ""
-    min_coverage: float = 0.0
-    keep_coverage: float = 0.0
     relative_coverage: float = 0.0
     relative_cosine: float = 0.0
-    #: (min, keep) cosine thresholds; None: the model family's own (``gate.cosine_defaults``),
-    #: else ``default_cosines``.
-    min_cosine: float | None = None
-    keep_cosine: float | None = None
-    default_cosines: tuple[float, float] = (0.0, 0.0)
+    #: The gate's cosine floor; None: the index's model's own (``gate.cosine_floor``).
+    cosine_floor: float | None = None
     walk: SelectionConfig = field(default_factory=SelectionConfig)
     #: Cut long passages to their evidence units before the walk (``osrag.search.trimming``).
     trim: bool = False
@@ -70,19 +65,14 @@ class SelectionPolicy:
 
     @classmethod
     def from_settings(cls, s: Settings) -> SelectionPolicy:
-        """The policy the settings describe (a cosine threshold set explicitly beats the family's)."""
-        given = s.model_fields_set
+        """The policy the settings describe (a cosine floor set explicitly beats the model's)."""
         return cls(
             name=s.selection,
             evidence_order=s.evidence_order,
             fusion=str(s.fusion),
-            min_coverage=s.gate_min_coverage,
-            keep_coverage=s.gate_keep_coverage,
             relative_coverage=s.gate_relative_coverage,
             relative_cosine=s.gate_relative_cosine,
-            min_cosine=s.gate_min_cosine if "gate_min_cosine" in given else None,
-            keep_cosine=s.gate_keep_cosine if "gate_keep_cosine" in given else None,
-            default_cosines=(s.gate_min_cosine, s.gate_keep_cosine),
+            cosine_floor=s.gate_cosine_floor,
             walk=SelectionConfig(dup_cosine=s.dedup_cosine, dup_overlap=s.dedup_overlap),
             trim=s.trim_passages,
             trimming=TrimConfig(max_units=s.trim_units, keep_whole=s.trim_keep_whole),
@@ -95,14 +85,10 @@ class SelectionPolicy:
         return replace(self, name=self.name if name is None else name, walk=walk or self.walk)
 
     def gate(self, model: str | None) -> Gate:
-        """The relevance gate's thresholds for an index pinned to ``model``: cosines are on the
-        model's own scale, so its family's thresholds apply unless set explicitly."""
-        family = cosine_defaults(model) or self.default_cosines
+        """The relevance gate for an index pinned to ``model``: cosines are on the model's own
+        scale, so its floor applies unless one is set explicitly."""
         return Gate(
-            min_coverage=self.min_coverage,
-            min_cosine=family[0] if self.min_cosine is None else self.min_cosine,
-            keep_coverage=self.keep_coverage,
-            keep_cosine=family[1] if self.keep_cosine is None else self.keep_cosine,
+            floor=cosine_floor(model) if self.cosine_floor is None else self.cosine_floor,
             relative_coverage=self.relative_coverage,
             relative_cosine=self.relative_cosine,
             policy=self.name,
@@ -141,7 +127,7 @@ def rank_and_select(
     ordered = list(candidates)
     if not info.used and (policy.name == "minimal" or policy.evidence_order):
         ordered = evidence_order(ordered)
-    codes = list(required_codes) if required_codes is not None else latin_codes(question)
+    codes = deciding_codes(question, required_codes)
     keep = relevant_ids(ordered, gate, codes)
     # The question names a code and no candidate holds it: say so (gate.relevant_ids' first rule).
     missing = codes if not any(c.ident_match for c in ordered) else []

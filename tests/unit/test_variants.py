@@ -70,6 +70,17 @@ def test_misspelt_words_get_a_fuzzy_clause() -> None:
     fuzzy = clause["match"]["text"]
     assert fuzzy["query"] == "доствка"
     assert fuzzy["fuzziness"] == "AUTO" and fuzzy["prefix_length"] == 1
+    assert fuzzy["_name"] == variants.TYPO_QUERY_NAME  # the gate reads which candidates it matched
+
+
+def test_a_question_with_every_long_word_mistyped_gets_them_all_fuzzy() -> None:
+    from osrag.evaluation.mistakes import mistyped
+
+    q = "Сколько стоит доставка холодильника курьером через неделю после оформления заказа"
+    broken = mistyped(q, 7)
+    v = find_variants(broken)
+    long_words = [w for w in broken.split() if len(w) >= 5 and w.lower() != "сколько"]
+    assert len(v.typos) >= min(len(long_words) - 2, variants.MAX_TYPO_WORDS) > 4
 
 
 def test_names_are_not_typos() -> None:
