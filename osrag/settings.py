@@ -448,7 +448,7 @@ class Settings(BaseSettings):
         (``vocabulary.FAMILY_FUSION_WEIGHTS``), else the default."""
         if "fusion_weights" in self.model_fields_set:
             return (float(self.fusion_weights[0]), float(self.fusion_weights[1]))
-        from osrag.embedding import model_family
+        from osrag.model_defaults import model_family
 
         family = model_family(self.effective_embedding_model)
         return FAMILY_FUSION_WEIGHTS.get(family or "", DEFAULT_FUSION_WEIGHTS)

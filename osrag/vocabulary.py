@@ -52,7 +52,7 @@ FUSIONS: Final[tuple[Fusion, ...]] = get_args(Fusion)
 #: both offline models (the reasons and numbers are beside ``Settings.fusion_weights``).
 DEFAULT_FUSION: Final[Fusion] = "minmax"
 DEFAULT_FUSION_WEIGHTS: Final[tuple[float, float]] = (0.6, 0.4)
-#: The weights pinned with an embedding model's family (``osrag.embedding.model_family``), used
+#: The weights pinned with an embedding model's family (``osrag.model_defaults.model_family``), used
 #: unless ``fusion_weights`` is set: a trained dense head (e5) gets an equal say -- its head alone
 #: is as good as the BM25 head or better on every dev set and on their mistyped copies; navec's
 #: weak dense head gets little (0.8/0.2 was level with 0.6/0.4 on the dev sets and 0.6/0.4 fell

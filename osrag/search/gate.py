@@ -365,7 +365,7 @@ UNKNOWN_FLOOR = 1.0
 
 def cosine_floor(model: str | None) -> float:
     """The gate's cosine floor for an index pinned to ``model`` (``COSINE_FLOORS``)."""
-    from osrag.embedding import model_family
+    from osrag.model_defaults import model_family
 
     family = model_family(model)
     return COSINE_FLOORS[family] if family else UNKNOWN_FLOOR

@@ -374,7 +374,7 @@ def test_the_shipped_floors_are_what_the_offtopic_text_gives() -> None:
 
 
 def test_fusion_weights_are_pinned_with_the_models_family_unless_set() -> None:
-    from osrag.embedding import model_family
+    from osrag.model_defaults import model_family
     from osrag.settings import Settings
     from osrag.vocabulary import DEFAULT_FUSION_WEIGHTS, FAMILY_FUSION_WEIGHTS
 
