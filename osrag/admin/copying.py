@@ -27,6 +27,8 @@ from osrag.store.versions import visible_values
 
 #: The two copy methods (``ReindexPlan.method``).
 SERVER_SIDE = "server-side _reindex"
+#: How often a server-side copy's task is asked how far it has got.
+TASK_POLL_S = 0.5
 REEMBED = "re-embed in Python"
 #: How long a reindex waits, before its switch, for ingest batches still writing into the old index.
 WRITERS_WAIT_S = 600.0
@@ -76,7 +78,7 @@ class IndexCopier:
     ) -> None:
         """Copy the visible chunks of ``source`` (those matching ``only``, if given) by ``method``."""
         if method == SERVER_SIDE:
-            self._server_side(source, target, only)
+            self._server_side(source, target, only, progress)
         else:
             self._reembed(source, target, emb, total, progress, only)
 
@@ -171,21 +173,49 @@ class IndexCopier:
         self.cluster.call("refresh", self.cluster.client.indices.refresh, index=target)
 
     # ---- the two methods ------------------------------------------------------------------
-    def _server_side(self, source: str, target: str, only: list[dict[str, Any]] | None = None) -> None:
+    def _server_side(
+        self,
+        source: str,
+        target: str,
+        only: list[dict[str, Any]] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         body = {
             "source": {"index": source, "query": {"bool": {"filter": [*self.visible(), *(only or [])]}}},
             "dest": {"index": target},
         }
-        resp = self.cluster.call(
+        # Started as a task and polled, so the bar moves with what the cluster has written (a copy of
+        # millions of chunks takes minutes) and no single request has to outlive the copy.
+        started = self.cluster.call(
             "_reindex",
             self.cluster.client.reindex,
             body=body,
             refresh=True,
-            wait_for_completion=True,
-            request_timeout=3600,
+            wait_for_completion=False,
         )
+        resp = self._await_copy(str(started["task"]), target, progress)
         if resp.get("failures"):
             raise IndexStateError(f"_reindex into {target} failed: {resp['failures'][:3]}")
+
+    def _await_copy(
+        self, task: str, target: str, progress: Callable[[int, int], None] | None
+    ) -> dict[str, Any]:
+        """The server-side copy's ``response`` once its task has ended; meanwhile ``progress`` hears
+        how many of its chunks are written."""
+        while True:
+            info = self.cluster.call("_reindex task", self.cluster.client.tasks.get, task_id=task)
+            status = (info.get("task") or {}).get("status") or {}
+            total = int(status.get("total") or 0)
+            if progress is not None and total:
+                done = sum(int(status.get(k) or 0) for k in ("created", "updated", "deleted", "noops"))
+                progress(min(done, total), total)
+            if info.get("completed"):
+                if info.get("error"):
+                    error = info["error"]
+                    why = error.get("reason") or error.get("type") if isinstance(error, dict) else error
+                    raise IndexStateError(f"_reindex into {target} failed: {why}")
+                return dict(info.get("response") or {})
+            time.sleep(TASK_POLL_S)
 
     def _reembed(
         self,

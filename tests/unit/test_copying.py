@@ -44,25 +44,64 @@ def filters(query: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- server-side
-def test_server_side_copies_only_what_readers_see(copier: IndexCopier, fake_client: Any) -> None:
-    fake_client.reindex.return_value = {"failures": []}
+def task_ends(fake_client: Any, response: dict[str, Any], *running: dict[str, Any]) -> None:
+    """The server-side copy starts as task ``n:1``; polling it answers ``running`` statuses, then its end."""
+    fake_client.reindex.return_value = {"task": "n:1"}
+    fake_client.tasks.get.side_effect = [
+        *({"completed": False, "task": {"status": st}} for st in running),
+        {"completed": True, "task": {"status": {"total": 4, "created": 4}}, "response": response},
+    ]
+
+
+def test_server_side_copies_only_what_readers_see(
+    copier: IndexCopier, fake_client: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(copying, "TASK_POLL_S", 0)
+    task_ends(fake_client, {"failures": []})
     only = [{"terms": {"doc_id": ["d1"]}}]
     copier.copy(SOURCE, TARGET, fake_embedder(), SERVER_SIDE, only=only)
     call = fake_client.reindex.call_args.kwargs
-    assert call["body"]["dest"] == {"index": TARGET} and call["wait_for_completion"] is True
+    assert call["body"]["dest"] == {"index": TARGET} and call["wait_for_completion"] is False
+    assert fake_client.tasks.get.call_args.kwargs == {"task_id": "n:1"}
     assert call["body"]["source"]["index"] == SOURCE
     assert filters(call["body"]["source"]["query"]) == [visibility_filter(ALIAS), *only]
     fake_client.bulk.assert_not_called()
 
 
-def test_server_side_failures_stop_the_copy(copier: IndexCopier, fake_client: Any) -> None:
-    fake_client.reindex.return_value = {"failures": [{"id": "x", "cause": {"type": "mapper"}}]}
+def test_server_side_failures_stop_the_copy(copier: IndexCopier, fake_client: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(copying, "TASK_POLL_S", 0)
+    task_ends(fake_client, {"failures": [{"id": "x", "cause": {"type": "mapper"}}]})
     with pytest.raises(IndexStateError, match="_reindex into kb-b failed"):
         copier.copy(SOURCE, TARGET, fake_embedder(), SERVER_SIDE)
 
 
-def test_before_the_first_ingest_nothing_is_hidden(fake_cluster: Any, fake_client: Any, node: Any) -> None:
-    fake_client.reindex.return_value = {"failures": []}
+def test_a_server_side_task_that_ended_in_an_error_stops_the_copy(
+    copier: IndexCopier, fake_client: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(copying, "TASK_POLL_S", 0)
+    fake_client.reindex.return_value = {"task": "n:1"}
+    fake_client.tasks.get.return_value = {"completed": True, "error": {"type": "x", "reason": "node left"}}
+    with pytest.raises(IndexStateError, match="_reindex into kb-b failed: node left"):
+        copier.copy(SOURCE, TARGET, fake_embedder(), SERVER_SIDE)
+
+
+def test_the_server_side_copy_reports_what_the_cluster_has_written(
+    copier: IndexCopier, fake_client: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(copying, "TASK_POLL_S", 0)
+    task_ends(
+        fake_client, {"failures": []}, {"total": 0}, {"total": 4, "created": 1}, {"total": 4, "created": 3}
+    )
+    seen: list[tuple[int, int]] = []
+    copier.copy(SOURCE, TARGET, fake_embedder(), SERVER_SIDE, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 4), (3, 4), (4, 4)]
+
+
+def test_before_the_first_ingest_nothing_is_hidden(
+    fake_cluster: Any, fake_client: Any, node: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(copying, "TASK_POLL_S", 0)
+    task_ends(fake_client, {"failures": []})
     IndexCopier(fake_cluster, ALIAS).copy(SOURCE, TARGET, fake_embedder(), SERVER_SIDE)
     assert filters(fake_client.reindex.call_args.kwargs["body"]["source"]["query"]) == []
 
@@ -135,6 +174,8 @@ class Index:
         fake_client.search.side_effect = self.search
         fake_client.reindex.side_effect = self.reindex
         fake_client.delete_by_query.return_value = {"deleted": 1}
+        # the server-side copy runs as a task that has ended by the first time it is asked
+        fake_client.tasks.get.return_value = {"completed": True, "response": {"failures": []}}
 
     def search(self, index: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
         aggs = body["aggs"]
@@ -156,7 +197,7 @@ class Index:
             )
             for d in only:
                 self.versions[TARGET][d] = set(self.versions[SOURCE][d])
-        return {"failures": []}
+        return {"task": "n:1"}
 
 
 def test_catch_up_copies_again_what_changed_during_the_copy(copier: IndexCopier, fake_client: Any) -> None:

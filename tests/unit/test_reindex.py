@@ -163,7 +163,8 @@ def test_a_run_copies_verifies_then_switches_and_releases(
     put_lock(node, pid=os.getpid(), host=socket.gethostname(), target="kb-half")
     searches.counts[TARGET] = (3, 12)
     fake_client.update.return_value = {"result": "updated"}
-    fake_client.reindex.return_value = {"failures": []}
+    fake_client.reindex.return_value = {"task": "n:1"}  # a server-side copy, polled
+    fake_client.tasks.get.return_value = {"completed": True, "response": {"failures": []}}
 
     plan = reindexer.run()
 
@@ -184,7 +185,8 @@ def test_a_count_mismatch_stops_the_switch_and_rolls_the_target_back(
     made_target(reindexer, node, monkeypatch)
     searches.counts[TARGET] = (3, 11)  # one chunk short
     fake_client.update.return_value = {"result": "updated"}
-    fake_client.reindex.return_value = {"failures": []}
+    fake_client.reindex.return_value = {"task": "n:1"}  # a server-side copy, polled
+    fake_client.tasks.get.return_value = {"completed": True, "response": {"failures": []}}
     with pytest.raises(IndexStateError, match="has 3 documents / 11 chunks"):
         reindexer.run()
     assert node.aliases[ALIAS] == [SOURCE]  # readers never saw the target
