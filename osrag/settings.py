@@ -448,10 +448,15 @@ class Settings(BaseSettings):
         (``vocabulary.FAMILY_FUSION_WEIGHTS``), else the default."""
         if "fusion_weights" in self.model_fields_set:
             return (float(self.fusion_weights[0]), float(self.fusion_weights[1]))
+        return self.fusion_weights_for(self.effective_embedding_model)
+
+    def fusion_weights_for(self, model_name: str) -> tuple[float, float]:
+        """``fusion_weights`` when set, else the weights pinned with ``model_name``'s family."""
+        if "fusion_weights" in self.model_fields_set:
+            return (float(self.fusion_weights[0]), float(self.fusion_weights[1]))
         from osrag.model_defaults import model_family
 
-        family = model_family(self.effective_embedding_model)
-        return FAMILY_FUSION_WEIGHTS.get(family or "", DEFAULT_FUSION_WEIGHTS)
+        return FAMILY_FUSION_WEIGHTS.get(model_family(model_name) or "", DEFAULT_FUSION_WEIGHTS)
 
     @property
     def models_dir(self) -> Path:

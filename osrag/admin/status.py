@@ -70,7 +70,7 @@ def read_status(settings: Settings) -> Status:
     st.capabilities = {
         "in_use": caps.in_use,
         "adapted": list(caps.adapted),
-        "fusion": fusion_in_use(settings.fusion, settings.effective_fusion_weights, caps),
+        "fusion": fusion_in_use(settings.fusion, admin.fusion_weights(), caps),
     }
     st.layout = {"settings": {"shards": settings.shards, "replicas": settings.replicas}, "index": None}
     index = admin.current_index()

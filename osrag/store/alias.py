@@ -20,7 +20,7 @@ from osrag import templates
 from osrag.capabilities import SERVERLESS_VERSION, Capabilities, detect, pipeline_file
 from osrag.connection import Cluster
 from osrag.embedding import Embedder, embedder_for
-from osrag.errors import IndexStateError
+from osrag.errors import IndexStateError, OsragError
 from osrag.names import ANALYZERS, pipeline_name, template_name, utcnow
 from osrag.records import IndexMeta
 from osrag.settings import Settings
@@ -44,6 +44,7 @@ class AliasStore:
         self.s = settings
         self.cluster = cluster or Cluster(settings)
         self._caps: Capabilities | None = None
+        self._weights: tuple[float, float] | None = None
 
     def capabilities(self) -> Capabilities:
         """What the server supports (read once per AliasStore; a ClusterError when it cannot run osrag)."""
@@ -64,6 +65,23 @@ class AliasStore:
         return template_name(self.alias)
 
     # ---- desired state from files ------------------------------------------------
+    def fusion_weights(self) -> tuple[float, float]:
+        """The weights the alias's pipelines carry: ``OSRAG_FUSION_WEIGHTS`` when set; else those
+        pinned with the family of the model the alias's index is pinned to, so that a process naming
+        another model (or none, and so the default) neither re-weighs an existing alias nor reads its
+        pipelines as drift; else, with no index yet, those of the model a new index gets."""
+        if self._weights is None:
+            if "fusion_weights" in self.s.model_fields_set:
+                self._weights = self.s.effective_fusion_weights
+            else:
+                try:
+                    index = self.current_index()
+                    pinned = self.meta(index).embedding_model if index else None
+                except OsragError:  # not reachable (yet): the settings' model decides
+                    pinned = None
+                self._weights = self.s.fusion_weights_for(pinned or self.s.effective_embedding_model)
+        return self._weights
+
     def _params(self) -> dict[str, Any]:
         w = [float(x) for x in self.s.effective_fusion_weights]
         return {
@@ -99,7 +117,7 @@ class AliasStore:
         return templates.load_template("osrag-chunks", self._params())
 
     def desired_pipelines(self) -> dict[str, dict[str, Any]]:
-        p = self._params()
+        p = {**self._params(), "weights": [float(x) for x in self.fusion_weights()]}
         caps = self.capabilities()  # the file this server accepts (equal-weight RRF before 3.1)
         # Serverless offers no score-ranker-processor: its RRF pipelines can be neither installed
         # nor used (OSRAG_FUSION=rrf is refused there), so they are not wanted, nor drift.

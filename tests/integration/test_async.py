@@ -99,7 +99,11 @@ def test_fifty_concurrent_searches_equal_the_sync_answers(corpus: Settings) -> N
     # The corpus is really exercised: answers, a budgeted one, a restricted one and an empty one.
     statuses = {k[0] + "/" + str(k[3]) + "/" + str(k[1].groups): e.status for k, e in expected.items()}
     assert statuses["как заваривать TEA15/400/()"] == "complete", statuses
-    assert statuses["как заваривать TEA15/30/()"] == "budgeted", statuses
+    # 30 tokens: the best passage does not fit whole, so it is cut to the evidence that fits (issue 37
+    # item 6); what else is relevant is then left out for the budget, or there is nothing else.
+    tight = next(e for k, e in expected.items() if k[0] == "как заваривать TEA15" and k[3] == 30 and not k[2])
+    assert tight.passages and tight.passages[0].trimmed and tight.spent_tokens <= 30, statuses
+    assert tight.status == ("budgeted" if tight.left_out_for_budget else "complete"), statuses
     assert statuses["квантовая хромодинамика глюоны/400/()"] == "nothing_relevant", statuses
     public_staff = expected[("скидка сотрудникам STAFF30", PUBLIC, (), 400)]
     staff_staff = expected[("скидка сотрудникам STAFF30", STAFF, (), 400)]

@@ -237,9 +237,15 @@ def test_restricted_text_only_for_a_caller_holding_its_group(server: Server) -> 
     gw = {"X-Osrag-Gateway-Secret": GATEWAY_SECRET}
     assert "staff-discount" in doc_ids(search(server, q, {**gw, "X-Osrag-Groups": "staff"}))
     assert "staff-discount" not in doc_ids(search(server, q, {**gw, "X-Osrag-Groups": ""}))
-    # Archived stays out unless asked for, and only by filter.
-    with_archived = search(server, {**q, "filters": {"include_archived": True}}, auth({"groups": ["staff"]}))
+    # Archived stays out unless asked for, and only by filter. Asked by its own code: in this
+    # four-page index the staff question's shared words are in half the pages, no evidence for the
+    # gate (docs/selection.md), so only the code makes the archived page an answer.
+    old = {**q, "question": "действует ли скидка по коду OLD10?"}
+    with_archived = search(
+        server, {**old, "filters": {"include_archived": True}}, auth({"groups": ["staff"]})
+    )
     assert "old-discount" in doc_ids(with_archived)
+    assert "old-discount" not in doc_ids(search(server, old, auth({"groups": ["staff"]})))
     assert "old-discount" not in doc_ids(staff)
 
 

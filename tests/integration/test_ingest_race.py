@@ -76,7 +76,12 @@ def test_two_ingests_of_the_same_documents_leave_one_version_each(
     for r in range(ROUNDS):
         a = write_tree(tmp_path / f"r{r}a", f"r{r}a")
         b = write_tree(tmp_path / f"r{r}b", f"r{r}b")
-        procs = [popen(settings, tmp_path, "ingest", str(a)), popen(settings, tmp_path, "ingest", str(b))]
+        # Two folders named kb are two roots of one collection: --replace lets each take the other's
+        # documents (without it the second is refused per file, docs/write-side.md).
+        procs = [
+            popen(settings, tmp_path, "ingest", "--replace", str(a)),
+            popen(settings, tmp_path, "ingest", "--replace", str(b)),
+        ]
         results = [finish(p) for p in procs]
         for code, _out, err in results:
             # The second waits for the first (OSRAG_WRITE_LOCK_WAIT_S) and then runs: both succeed.

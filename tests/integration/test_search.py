@@ -370,8 +370,16 @@ def reference(sc: SearchClient) -> Envelope:
     return env
 
 
+def whole_cost(p: Any) -> int:
+    """What a delivered chunk costs whole (a passage trimmed to its evidence was charged less)."""
+    return p.full_tokens if p.trimmed and p.full_tokens else p.tokens
+
+
 def relevant_costs(env: Envelope) -> dict[str, int]:
-    return {**{p.chunk_id: p.tokens for p in env.passages}, **{lo.chunk_id: lo.tokens for lo in env.left_out}}
+    return {
+        **{p.chunk_id: whole_cost(p) for p in env.passages},
+        **{lo.chunk_id: lo.tokens for lo in env.left_out},
+    }
 
 
 @pytest.mark.parametrize("budget", [50, 200, 1000])
@@ -394,7 +402,10 @@ def test_budget_is_never_exceeded_and_omissions_add_up(
     for_budget = [lo for lo in env.left_out if lo.reason in ("budget", "not_worth")]
     assert env.left_out_for_budget == len(for_budget)
     assert env.duplicates_dropped == sum(lo.reason == "duplicate" for lo in env.left_out)
-    assert env.spent_tokens + sum(lo.tokens for lo in env.left_out) == sum(relevant_costs(reference).values())
+    cut = sum(whole_cost(p) - p.tokens for p in env.passages)  # what trimming saved
+    assert env.spent_tokens + cut + sum(lo.tokens for lo in env.left_out) == sum(
+        relevant_costs(reference).values()
+    )
     if env.left_out_for_budget:
         assert env.status == "budgeted"
         assert f"did not fit {budget} tokens" in env.message
