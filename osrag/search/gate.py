@@ -324,7 +324,10 @@ def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candid
     if len(analysis.texts) != len(hits):
         raise ValueError(f"{len(analysis.texts)} analyzed texts for {len(hits)} hits")
     codes = identifier_terms(question)
-    content = content_terms(analysis.weights)
+    # A question none of whose terms is rarer than half of the index (a small index on one subject)
+    # has no term that tells chunks apart: absence of a rare term is then no evidence against a
+    # chunk, and holding one of its terms is the lexical evidence there is.
+    content = content_terms(analysis.weights) or frozenset(analysis.weights)
     parts = frozenset(code_part_weights(analysis.weights, codes))
     for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.embedding for h in hits])):
         h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos

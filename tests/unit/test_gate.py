@@ -412,3 +412,14 @@ def test_shared_terms_are_content_terms_or_a_fuzzy_match_of_a_misspelt_word() ->
     assert [h.shares_term for h in hits] == [True, False, True, False]
     assert relevant_ids(hits, Gate(floor=0.8)) == {"content", "fuzzy"}
     assert relevant_ids(hits[1:2] + hits[3:], Gate(floor=0.8)) == set()  # nothing relevant
+
+
+def test_a_question_with_no_rare_term_counts_any_of_its_terms_as_evidence() -> None:
+    # A small index on one subject: every word of the question is in most of its chunks.
+    terms = ["регламент", "копирован"]
+    probe = {t: gate.PROBE_PREFIX + t for t in terms}
+    hits = [hit("holds", 1, named={probe["регламент"]}), hit("none", 2)]
+    a = parse_evidence(df_response(6, [6, 5]), terms, hits)
+    gate.annotate("регламент копирования", a, None, hits)
+    assert [h.shares_term for h in hits] == [True, False]
+    assert relevant_ids(hits, Gate(floor=0.8)) == {"holds"}
