@@ -83,7 +83,6 @@ class AliasStore:
         return self._weights
 
     def _params(self) -> dict[str, Any]:
-        w = [float(x) for x in self.s.effective_fusion_weights]
         return {
             "template_version": str(templates.TEMPLATE_VERSION),
             "template_version_int": templates.TEMPLATE_VERSION,
@@ -94,7 +93,6 @@ class AliasStore:
             "replicas": self.s.replicas,
             "ef_search": self.s.hnsw_ef_search,
             "rank_constant": self.s.rrf_rank_constant,
-            "weights": w,
             # One alias's pattern "{alias}-*" also matches the indices of an alias that
             # extends it ("x-*" vs "x-light-*"); OpenSearch refuses two overlapping
             # templates of equal priority, and the longer (more specific) alias must win.
