@@ -302,7 +302,7 @@ def stop_on_model_failure(batch: Batch) -> None:
     if batch.pipeline_model is None or batch.outcome is None or not batch.outcome.failed:
         return
     model_id, name = batch.pipeline_model
-    err = model_failure(batch.outcome.failed_items, f"{name} ({model_id})")
+    err = model_failure(batch.outcome.failed_items, name if model_id in name else f"{name} ({model_id})")
     if err is None:
         return
     not_written = len(batch.outcome.failed)
