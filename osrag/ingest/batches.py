@@ -132,10 +132,8 @@ class LazyModel:
         cluster embeds new chunks through the alias's ingest pipeline (``osrag.mlcommons.pipelines``);
         None for a model that runs here or behind a connector (which keep ``_predict``)."""
         emb = self.get()
-        if emb.backend != "ml-commons":
-            return None
-        info = emb.model.info
-        return (str(info.model_id), emb.model_name) if info.where == "cluster" else None
+        model_id = emb.ingest_pipeline_model()
+        return (model_id, emb.model_name) if model_id is not None else None
 
     def get(self) -> Embedder:
         if self._emb is None:
