@@ -204,3 +204,42 @@ def test_a_model_undeployed_mid_ingest_stops_it_in_one_line_and_the_rerun_resume
         _assert_predict_vectors(ml, info.model_id, final)
     finally:
         drop_alias(client, s.alias)
+
+
+def test_reindex_into_the_cluster_model_copies_through_the_pipeline(
+    settings: Any, tiny: tuple[MLCommons, ModelInfo], tmp_path: Path
+) -> None:
+    """navec (in the app) -> the tiny model in the cluster: the copies are embedded by the
+    pipeline (the vectors _predict gives), counts kept; osrag drop takes the pipeline too."""
+    from osrag.admin.lifecycle import drop, plan_drop
+    from osrag.admin.reindex import Reindexer
+    from osrag.ingest.indexing import Ingester
+    from osrag.store.alias import AliasStore, installed_ingest_pipeline
+    from tests.integration.conftest import drop_alias
+    from tests.integration.test_async import DOCS, write_corpus
+
+    ml, info = tiny
+    admin = AliasStore(settings)
+    client = admin.cluster.client
+    spec = f"ml-id:{info.model_id}"
+    pipeline = embed_pipeline_name(settings.alias, info.model_id)
+    try:
+        admin.install()
+        assert installed_ingest_pipeline(admin.cluster, pipeline) is None  # navec: no pipeline
+        report = Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
+        assert report.indexed == len(DOCS)
+        counts = Reindexer(settings).counts(admin.current_index())
+        moved = Reindexer(settings).run(spec)
+        assert admin.meta(moved.target).embedding_model == spec
+        assert Reindexer(settings).counts(moved.target) == counts
+        assert installed_ingest_pipeline(admin.cluster, pipeline) is not None
+        chunks = _chunks(client, settings.alias)
+        assert len(chunks) == counts[1] and all(len(c["embedding"]) == info.dimension for c in chunks)
+        _assert_predict_vectors(ml, info.model_id, chunks)
+
+        plan = plan_drop(settings.model_copy(update={"embedding_model": spec}))
+        assert plan.ingest_pipelines == [pipeline] and f"ingest pipeline {pipeline}" in plan.lines()
+        drop(settings, plan)
+        assert installed_ingest_pipeline(admin.cluster, pipeline) is None
+    finally:
+        drop_alias(client, settings.alias)
