@@ -355,7 +355,7 @@ class IngestSettings(_Section):
     ingest_workers: Annotated[int, Field(ge=0, le=64)] = 0
     # Bulk requests in flight at once (each with the same retries); 1 writes serially.
     bulk_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
-    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.store.locking.WriteLock): a
+    # Writers of one alias (ingest, prune, delete, drop) take turns (osrag.store.writelock.WriteLock): a
     # second one waits this long for the first, then stops with one line naming the holder.
     write_lock_wait_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 120.0
 
