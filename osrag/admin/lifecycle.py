@@ -13,7 +13,7 @@
   whose default search pipeline is one of these keeps the pipeline). Roles made by
   ``install --roles`` are left to the security admin.
 
-Both are writers of the alias: they take its write lock (``osrag.store.locking.WriteLock``) and
+Both are writers of the alias: they take its write lock (``osrag.store.writelock.WriteLock``) and
 register like an ingest batch, so they never interleave with an ingest or a reindex unseen.
 """
 
@@ -30,12 +30,12 @@ from osrag.names import index_regex, pipeline_name, state_index, template_name
 from osrag.settings import Settings
 from osrag.store.alias import AliasStore
 from osrag.store.locking import (
-    WriteLock,
     describe,
     lock_state,
     read_lock,
 )
 from osrag.store.versions import VersionStore, guarded_remove
+from osrag.store.writelock import WriteLock
 from osrag.vocabulary import PIPELINES
 
 log = logging.getLogger(__name__)

@@ -359,7 +359,7 @@ class Gate:
 
 #: Per model family, the cosine a question reaches with text that cannot answer it: the 0.95
 #: quantile of the off-topic pairs shipped in ``osrag/search/calibration/offtopic.jsonl``
-#: (``python -m osrag.evaluation.floors MODEL``; not taken from any evaluation set).
+#: (``osrag study floors MODEL``; not taken from any evaluation set).
 COSINE_FLOORS: Mapping[str, float] = {"e5": 0.811, "navec": 0.732}
 #: A model of no calibrated family: a cosine alone never makes a candidate relevant (1.0), a
 #: shared content term or a named code still does.

@@ -133,11 +133,11 @@ def filter_clauses(alias: str, filters: Mapping[str, Any], principal: Principal)
     return clauses
 
 
-#: Field weights of the BM25 head, chosen on BOTH eval sets (golden/ and the external xquad-ru-dev;
-#: see golden/report/REPORT.md): breadcrumb and title add to golden's hit@5/MRR and cost nothing on
-#: the dev set. The exact-form ``text.ident`` subfield is asked only for the identifier-looking
-#: tokens of the question (TEA15, LAMP-LIGHT-MINI, v2.3.1): matching the WHOLE question there, as
-#: the first round did, gave every exact Russian word form a bonus and cost the dev set 0.03 recall@10.
+#: Field weights of the BM25 head: breadcrumb and title carry what a page is about, below the text
+#: that answers (checked on every dev set, golden/report/). The exact-form ``text.ident`` subfield
+#: is asked only for the identifier-looking tokens of the question (TEA15, LAMP-LIGHT-MINI, v2.3.1):
+#: the whole question there would give every exact Russian word form a bonus over its other forms,
+#: which the stemmed field exists to treat alike.
 BREADCRUMB_BOOST = 0.6
 TITLE_BOOST = 0.4
 IDENT_BOOST = 1.5
@@ -295,12 +295,11 @@ def validate_question(question: Any) -> str:
 
 #: The script field that brings each candidate's stored vector back, read from the vector's
 #: doc values. The same numbers as the vector in ``_source`` at a fraction of the cost: 3.x
-#: rebuilds a vector in ``_source`` per hit from the vector data ("derived source"), and the
-#: hybrid search body took 32 ms with ``_source`` vectors vs 15 with this field at 100K chunks
-#: (bench/results/query.md). The floats travel as base64 of their little-endian float32 bytes:
-#: exactly the stored values, 40 % fewer bytes than JSON numbers, and decoded by numpy rather
-#: than parsed number by number (4 ms of JSON per 40 hits of 300 dimensions). A chunk without
-#: a vector gets ``null``.
+#: rebuilds a vector in ``_source`` per hit from the vector data ("derived source"), so asking for
+#: it there is the slow path (bench/results/profile.md). The floats travel as base64 of their
+#: little-endian float32 bytes: exactly the stored values, fewer bytes than JSON numbers, and
+#: decoded by numpy at once rather than parsed number by number. A chunk without a vector gets
+#: ``null``.
 VECTOR_SCRIPT = {
     # Read and encoded at once: the k-NN doc values hand out one reused array, so a vector kept
     # past its hit would be the one read last (seen on 3.6.0 and 2.19.1).

@@ -159,8 +159,8 @@ def search_request(
     if server_collapse:
         body = collapsed(body)
     body = adapt_search_body(body, caps)
-    # No filter_path: the server's filtering of the answer cost more (0.7-1.4 ms a search at 10K
-    # and 100K chunks, A/B) than the few fields it drops save.
+    # No filter_path: the server's filtering of the answer costs more than the few fields it drops
+    # save (bench/results/profile.md).
     params: dict[str, Any] = {}
     if ask.mode == "hybrid":
         params["search_pipeline"] = ask.pipeline or pipeline
