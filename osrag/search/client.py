@@ -86,7 +86,11 @@ class QuerySteps(Retriever):
         notes: list[str] = list(ret.notes)
         if ret.hits and ret.analysis is not None:
             t0 = time.perf_counter()
-            yield Work(functools.partial(gate.annotate, question, ret.analysis, ret.vector, ret.hits))
+            yield Work(
+                functools.partial(
+                    gate.annotate, question, ret.analysis, ret.vector, ret.hits, engine=ret.engine_embedded
+                )
+            )
             timings["annotate"] = elapsed_ms(t0)
         use_rerank = self.s.rerank if rerank is None else rerank
         ordered, info = yield Work(

@@ -23,7 +23,8 @@ from osrag.access import Principal, require_principal
 from osrag.capabilities import Capabilities, from_responses, serverless_capabilities
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Passage, passage_of
-from osrag.errors import ClusterError, IndexStateError, InputError
+from osrag.errors import ClusterError, IndexStateError, InputError, OsragError
+from osrag.mlcommons.blueprints import is_cluster_model
 from osrag.names import pipeline_name, state_index
 from osrag.records import ChunkSource, IndexMeta
 from osrag.search import codes, gate
@@ -37,7 +38,13 @@ from osrag.search.candidates import (
     shards_failed_transiently,
     shards_missing,
 )
-from osrag.search.query import filter_clauses, parse_filters, section_body, vectors_in_source
+from osrag.search.query import (
+    EngineEmbedded,
+    filter_clauses,
+    parse_filters,
+    section_body,
+    vectors_in_source,
+)
 from osrag.search.retrieval import (
     NO_EVIDENCE,
     Ask,
@@ -96,6 +103,9 @@ class Retriever:
         self._vectors = "doc"
         # Lazily built parts may be asked for from worker threads at once (the async client).
         self._lazy = threading.Lock()
+        #: An index pinned to a local model in the cluster (``ml:``): the engine embeds the
+        #: question inside the search request (a ``neural`` head) instead of a ``_predict`` first.
+        self.embed_in_query = self.s.embed_in_query
 
     # -- lazily resolved parts
     def _target(self, *, fresh: bool = False) -> Steps[tuple[str, IndexMeta]]:
@@ -140,6 +150,20 @@ class Retriever:
     def _encode_query(self, question: str) -> Any:
         with MODEL_WORK:
             return self.embedder().encode_query(question)
+
+    def _engine_question(self, question: str) -> EngineEmbedded | None:
+        """The question for the engine to embed (a ``neural`` head), when the index's model is a
+        local model in the cluster; None for any other model. The model is looked up once (and
+        checked: deployed, the index's own weights) when the embedder is first built."""
+        emb = self.embedder()
+        if emb.backend != "ml-commons":
+            return None
+        info = emb.model.info
+        # A remote model's connector is told per request which side it embeds (input_type, a
+        # _predict parameter the neural query does not pass), so it keeps _predict.
+        if info.where != "cluster":
+            return None
+        return EngineEmbedded(info.model_id, question)
 
     def principal_for(self, given: Principal | None) -> Principal:
         """The principal of this read: the call's, else the client's; neither is an InputError."""
@@ -196,7 +220,8 @@ class Retriever:
     ) -> Steps[Retrieval]:
         """One retrieval from the concrete ``index`` (not the alias: if a reindex switches the
         alias meanwhile, the query vector still meets the index and model it was made for)."""
-        vector = yield from self._embed(ask, timings)
+        vector = yield from self._embed(ask, meta, timings)
+        engine = isinstance(vector, EngineEmbedded)
         found = yield from self._question_evidence(ask, index, meta, timings)
         server_collapse = self._server_collapses(ask.mode, caps)
         python_collapse = self.s.collapse_duplicates and not server_collapse
@@ -213,18 +238,53 @@ class Retriever:
             pipeline=pipeline_name(self.s.alias, self.s.fusion),
         )
         t0 = time.perf_counter()
-        resp = yield from self._ask(index, body, params, notes)
+        try:
+            resp = yield from self._ask(index, body, params, notes)
+        except ClusterError as exc:
+            if engine:
+                raise self._engine_model_error(meta, exc) from exc
+            raise
         timings["retrieve"] = elapsed_ms(t0)
-        hits = read_response(resp, timings, notes)
+        hits = read_response(resp, timings, notes, engine_embedded=engine)
         if python_collapse:
             hits = distinct_hits(hits, ask.depth)
         analysis = self._gate_analysis(found, index, resp, hits) if ask.evidence else None
-        return Retrieval(hits, index, meta, timings, vector=vector, notes=notes, analysis=analysis)
+        return Retrieval(
+            hits,
+            index,
+            meta,
+            timings,
+            vector=None if engine else vector,
+            notes=notes,
+            analysis=analysis,
+            engine_embedded=engine,
+        )
 
-    def _embed(self, ask: Ask, timings: dict[str, float]) -> Steps[Any]:
-        """The question's embedding (None for the lexical modes)."""
+    def _engine_model_error(self, meta: IndexMeta, exc: ClusterError) -> OsragError:
+        """A search whose ``neural`` head failed: ml-commons' refusal as one line naming the
+        index's model (``osrag.mlcommons.errors``), never its stack; any other failure as it was.
+        The model is looked up afresh by the next search (it may be back, or registered anew)."""
+        from osrag.mlcommons.errors import model_failure
+
+        found = model_failure("search with the question embedded in it", meta.embedding_model, exc)
+        if found is None:
+            return exc
+        with self._lazy:
+            self._embedder = None
+        return found
+
+    def _embed(self, ask: Ask, meta: IndexMeta, timings: dict[str, float]) -> Steps[Any]:
+        """The question's embedding (None for the lexical modes), or the question for the engine
+        to embed in the search request (``EngineEmbedded``) when the index's model is a local
+        model in the cluster and ``embed_in_query`` is on."""
         if not ask.embeds:
             return None
+        if self.embed_in_query and is_cluster_model(meta.embedding_model or ""):
+            t0 = time.perf_counter()
+            engine = yield Work(functools.partial(self._engine_question, embedding_text(ask.question)))
+            if engine is not None:
+                timings["embed_query"] = elapsed_ms(t0)  # the model's look-up, once per client
+                return engine
         t0 = time.perf_counter()
         # A question in the wrong layout or in translit is embedded as the user meant it.
         vector = yield Work(functools.partial(self._encode_query, embedding_text(ask.question)))
