@@ -24,8 +24,8 @@ from osrag.capabilities import Capabilities, from_responses, serverless_capabili
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Passage, passage_of
 from osrag.errors import ClusterError, IndexStateError, InputError, OsragError
-from osrag.mlcommons.blueprints import is_cluster_model
-from osrag.names import pipeline_name, state_index
+from osrag.mlcommons.blueprints import is_cluster_model, rerank_ext
+from osrag.names import pipeline_name, rerank_pipeline_name, state_index
 from osrag.records import ChunkSource, IndexMeta
 from osrag.search import codes, gate
 from osrag.search.analyzer import SearchAnalyzer, Unsupported, search_analyzer
@@ -182,9 +182,12 @@ class Retriever:
         pipeline: str | None = None,
         evidence: bool = False,
         vectors: bool = True,
+        rerank_with: str | None = None,
     ) -> Steps[Retrieval]:
         """Candidates for ``question``; with ``evidence``, the relevance gate's evidence rides on
-        the same request (``osrag.search.gate``) and comes back as ``Retrieval.analysis``."""
+        the same request (``osrag.search.gate``) and comes back as ``Retrieval.analysis``;
+        with ``rerank_with`` (a cross-encoder in the cluster, ``ml:…``), the hybrid request goes
+        through the alias's rerank pipeline and comes back in that model's order."""
         ask = checked_ask(
             question,
             mode,
@@ -200,14 +203,14 @@ class Retriever:
         notes: list[str] = []
         index, meta = yield from self._target()
         try:
-            return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes))
+            return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes, rerank_with))
         except ClusterError as exc:
             if not missing_index(exc, index):
                 raise
         # The cached index was deleted (a reindex moved the alias, then cleanup): resolve the
         # alias afresh and ask once more.
         index, meta = yield from self._target(fresh=True)
-        return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes))
+        return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes, rerank_with))
 
     def _retrieve_from(
         self,
@@ -217,6 +220,7 @@ class Retriever:
         caps: Capabilities,
         timings: dict[str, float],
         notes: list[str],
+        rerank_with: str | None = None,
     ) -> Steps[Retrieval]:
         """One retrieval from the concrete ``index`` (not the alias: if a reindex switches the
         alias meanwhile, the query vector still meets the index and model it was made for)."""
@@ -239,7 +243,9 @@ class Retriever:
         )
         t0 = time.perf_counter()
         try:
-            resp = yield from self._ask(index, body, params, notes)
+            resp, reranked_by, rerank_note = yield from self._ask_reranked(
+                index, body, params, notes, ask, rerank_with
+            )
         except ClusterError as exc:
             if engine:
                 raise self._engine_model_error(meta, exc) from exc
@@ -258,7 +264,49 @@ class Retriever:
             notes=notes,
             analysis=analysis,
             engine_embedded=engine,
+            reranked_by=reranked_by,
+            rerank_note=rerank_note,
         )
+
+    def _ask_reranked(
+        self,
+        index: str,
+        body: dict[str, Any],
+        params: dict[str, Any],
+        notes: list[str],
+        ask: Ask,
+        rerank_with: str | None,
+    ) -> Steps[tuple[dict[str, Any], str | None, str]]:
+        """(response, the reranker that ordered it or None, a note): with ``rerank_with``, the
+        hybrid request through the alias's rerank pipeline (``rerank_pipeline_name``), the
+        question in its ``ext``, the first ``rerank_depth`` fused hits reranked (the processor
+        scores every hit it is given, so no more are asked). If that request fails (the model
+        or the pipeline gone), ranking fails open: asked again through the plain fusion
+        pipeline, and the note names the model and why -- no access rule depends on the order."""
+        if not rerank_with or ask.mode != "hybrid" or ask.pipeline is not None:
+            return (yield from self._ask(index, body, params, notes)), None, ""
+        name = rerank_pipeline_name(self.s.alias, self.s.fusion)
+        reranked = {
+            **body,
+            "size": min(int(body["size"]), self.s.rerank_depth),
+            "ext": rerank_ext(ask.question),
+        }
+        try:
+            resp = yield from self._ask(index, reranked, {**params, "search_pipeline": name}, notes)
+            return resp, rerank_with, ""
+        except ClusterError as exc:
+            if missing_index(exc, index):
+                raise
+            from osrag.mlcommons.errors import model_failure
+
+            why = model_failure(f"rerank in search pipeline {name}", rerank_with, exc)
+            said = str(why) if why is not None else f"search pipeline {name}: {exc} (osrag install puts it)"
+            log.info("rerank in the cluster with %s failed; asked again without it: %s", rerank_with, said)
+            note = (
+                f"reranker {rerank_with} in the cluster failed, ranked without it "
+                f"(fused order plus evidence): {' '.join(said.split())[:300]}"
+            )
+            return (yield from self._ask(index, body, params, notes)), None, note
 
     def _engine_model_error(self, meta: IndexMeta, exc: ClusterError) -> OsragError:
         """A search whose ``neural`` head failed: ml-commons' refusal as one line naming the
