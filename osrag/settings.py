@@ -278,6 +278,10 @@ class ModelSettings(_Section):
     embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     # Opt-in disk cache of vectors by (model files, prefix, text): eval runs, re-ingests into new indices.
     embedding_cache_dir: Path | None = None
+    # An index pinned to a local model in the cluster (ml:NAME): the engine embeds the question
+    # inside the search request (a neural clause in the hybrid query) instead of a _predict call
+    # before it. A remote (connector) model always uses _predict (docs/cluster-models.md).
+    embed_in_query: bool = True
     # Contextual retrieval (osrag.ingest.context): the context each chunk is embedded and BM25-indexed
     # with. "outline" = title + breadcrumb + lead sentence; "chat" asks an OpenAI-compatible
     # endpoint (answers cached on disk by chunk hash). Changing it re-embeds every document.

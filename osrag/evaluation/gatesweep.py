@@ -63,7 +63,7 @@ def collect(client: SearchClient, evalset: EvalSet, depth: int, workers: int = 4
         hits: list[Candidate] = ret.hits
         required: tuple[str, ...] | None = None
         if hits and ret.analysis is not None:
-            gate.annotate(q.text.strip(), ret.analysis, ret.vector, hits)
+            gate.annotate(q.text.strip(), ret.analysis, ret.vector, hits, engine=ret.engine_embedded)
             required = ret.analysis.required_codes
         return Question(
             q.qid,

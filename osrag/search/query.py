@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from osrag.access import Principal, access_clauses
@@ -250,9 +251,54 @@ def knn_head(
     return {"knn": {"embedding": head}}
 
 
+#: The name of the dense head when the engine embeds the question (``neural_head``): with
+#: ``include_named_queries_score`` each hit the head found carries its score under this name in
+#: ``matched_queries``, which is how the gate gets the cosines without the question's vector.
+DENSE_QUERY_NAME = "osrag_dense"
+
+
+@dataclass(frozen=True)
+class EngineEmbedded:
+    """The question, to be embedded by the engine in the search request itself (a ``neural``
+    clause naming a deployed ml-commons ``model_id``) instead of sent as a vector."""
+
+    model_id: str
+    text: str
+
+
+def neural_head(
+    question: EngineEmbedded, k: int, filters: list[dict[str, Any]], ef_search: int | None = None
+) -> dict[str, Any]:
+    """The dense head as a ``neural`` clause: the engine embeds ``question.text`` with its model
+    (an asymmetric model's query prefix added by ml-commons, as for ``_predict`` with content type
+    query) and searches the k nearest, named ``DENSE_QUERY_NAME`` so its scores come back."""
+    head: dict[str, Any] = {
+        "query_text": question.text,
+        "model_id": question.model_id,
+        "k": k,
+        "filter": {"bool": {"filter": filters}},
+        "_name": DENSE_QUERY_NAME,
+    }
+    if ef_search:
+        head["method_parameters"] = {"ef_search": max(int(ef_search), k)}
+    return {"neural": {"embedding": head}}
+
+
+def dense_head(
+    question: Sequence[float] | EngineEmbedded,
+    k: int,
+    filters: list[dict[str, Any]],
+    ef_search: int | None = None,
+) -> dict[str, Any]:
+    """The kNN head on a vector, or the ``neural`` head when the engine embeds the question."""
+    if isinstance(question, EngineEmbedded):
+        return neural_head(question, k, filters, ef_search)
+    return knn_head(question, k, filters, ef_search)
+
+
 def hybrid_body(
     question: str,
-    vector: Sequence[float],
+    vector: Sequence[float] | EngineEmbedded,
     depth: int,
     filters: list[dict[str, Any]],
     ef_search: int | None = None,
@@ -264,7 +310,7 @@ def hybrid_body(
             "hybrid": {
                 "queries": [
                     bm25_head(question, filters, probes=probes),
-                    knn_head(vector, depth, filters, ef_search),
+                    dense_head(vector, depth, filters, ef_search),
                 ],
                 "pagination_depth": depth,
             }
@@ -321,7 +367,7 @@ VECTOR_WAYS = ("doc", "source", "none")
 def candidates_body(
     mode: str,
     question: str,
-    vector: Sequence[float] | None,
+    vector: Sequence[float] | EngineEmbedded | None,
     depth: int,
     filters: list[dict[str, Any]],
     ef_search: int | None = None,
@@ -346,7 +392,7 @@ def candidates_body(
         body = hybrid_body(question, vector, depth, filters, ef_search, probes)
     elif mode == "knn":
         assert vector is not None
-        body = {"size": depth, "query": knn_head(vector, depth, filters, ef_search)}
+        body = {"size": depth, "query": dense_head(vector, depth, filters, ef_search)}
     else:
         field = {"bm25-std": "text.std", "bm25-text": "text-only"}.get(mode, "text")
         body = {"size": depth, "query": bm25_head(question, filters, field)}
