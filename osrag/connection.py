@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from osrag.errors import ClusterError, ClusterUnavailable, ConfigError
-from osrag.settings import Settings
+from osrag.settings import ConnectionSettings, Settings
 from osrag.settings_checks import redact_url
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class _MaskSessionToken(logging.Filter):
 _MASK = _MaskSessionToken()
 
 
-def _signer(settings: Settings, asynchronous: bool) -> Any:
+def _signer(settings: ConnectionSettings, asynchronous: bool) -> Any:
     """opensearch-py's SigV4 signer for the transport in use (urllib3 for sync, aiohttp for async)."""
     creds = aws_credentials()
     botocore_auth = logging.getLogger("botocore.auth")
@@ -77,7 +77,7 @@ def _signer(settings: Settings, asynchronous: bool) -> Any:
     return Urllib3AWSV4SignerAuth(creds, region, settings.aws_service)
 
 
-def auth_options(settings: Settings, asynchronous: bool = False) -> dict[str, Any]:
+def auth_options(settings: ConnectionSettings, asynchronous: bool = False) -> dict[str, Any]:
     """The client options of the authentication mode in force (``Settings.auth_mode``)."""
     mode = settings.auth_mode
     if mode == "basic":
@@ -96,7 +96,7 @@ def auth_options(settings: Settings, asynchronous: bool = False) -> dict[str, An
     return {}
 
 
-def client_options(settings: Settings, asynchronous: bool = False) -> dict[str, Any]:
+def client_options(settings: ConnectionSettings, asynchronous: bool = False) -> dict[str, Any]:
     """The connection options both clients (sync and async) are built with."""
     return dict(
         # user-info kept out of the transport: its logs and errors show hosts. Several hosts (OSRAG_HOSTS):
@@ -131,14 +131,14 @@ def _connection_class() -> Any:
     return OrjsonConnection
 
 
-def make_client(settings: Settings) -> Any:
+def make_client(settings: ConnectionSettings) -> Any:
     """An ``OpenSearch`` client for these settings (no request is sent)."""
     from opensearchpy import OpenSearch
 
     return OpenSearch(**client_options(settings))
 
 
-def make_async_client(settings: Settings) -> Any:
+def make_async_client(settings: ConnectionSettings) -> Any:
     """An ``AsyncOpenSearch`` client (aiohttp; the ``async`` extra) for these settings (no request is sent)."""
     try:
         from opensearchpy import AsyncOpenSearch

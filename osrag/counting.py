@@ -33,7 +33,7 @@ from osrag.tokenizer_files import locate
 
 if TYPE_CHECKING:  # pragma: no cover
     from osrag.embedding import Embedder
-    from osrag.settings import Settings
+    from osrag.settings import SearchSettings
 
 SETTING = "OSRAG_BUDGET_TOKENIZER"
 
@@ -173,7 +173,7 @@ def caller_counter(fn: Callable[[str], int]) -> Counter:
     return Counter(str(name), "callable", fn)
 
 
-def budget_counter(settings: Settings, embedder: Callable[[], Embedder]) -> Counter:
+def budget_counter(settings: SearchSettings, embedder: Callable[[], Embedder]) -> Counter:
     """``OSRAG_BUDGET_TOKENIZER`` when set, else the embedding model's tokenizer."""
     if settings.budget_tokenizer:
         return load(settings.budget_tokenizer)

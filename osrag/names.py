@@ -21,6 +21,7 @@ __all__ = [
     "content_hash",
     "index_regex",
     "pipeline_name",
+    "rerank_pipeline_name",
     "state_index",
     "template_name",
     "utcnow",
@@ -36,6 +37,12 @@ HIDDEN_ID = "hidden"
 def pipeline_name(alias: str, variant: PipelineVariant = DEFAULT_FUSION) -> str:
     """The alias's search pipeline of ``variant`` (the shipped fusion's when not named)."""
     return f"{alias}-{PIPELINES[variant]}"
+
+
+def rerank_pipeline_name(alias: str, variant: PipelineVariant = DEFAULT_FUSION) -> str:
+    """The alias's fusion pipeline of ``variant`` followed by the ``rerank`` response processor of
+    its cluster cross-encoder (``OSRAG_RERANKER_MODEL=ml:…``)."""
+    return f"{pipeline_name(alias, variant)}-rerank"
 
 
 def template_name(alias: str) -> str:

@@ -49,6 +49,7 @@ ingest_log = logging.getLogger("osrag.ingest")
 STAGES = {
     "_encode_query": "embed",
     "encode_query": "embed",
+    "_engine_question": "embed",
     "annotate": "gate",
     "_rerank": "rerank",
     "_select": "select",

@@ -29,30 +29,40 @@ reads gets a warning naming the closest one; a bad value is one line naming the 
 `str`, `model_dump()` and `model_dump_json()` of `Settings` never show a password (the one inside
 `{prefix}URL` included), and secrets are never logged.
 
+The settings come in sections, each a small model with its own checks (`ServeSettings()` reads
+only the serve variables); `Settings` is all of them at once. The environment names do not
+depend on the section.
+
 """
 
 _FIELD = re.compile(r"^    (\w+): ")
-_SECTION = re.compile(r"^    # --- (.+?) -+$")
+
+#: The page's heading of each section, in ``Settings.SECTIONS`` order.
+TITLES = {
+    "ConnectionSettings": "connection and auth",
+    "IndexSettings": "index",
+    "ModelSettings": "models",
+    "IngestSettings": "ingest",
+    "SearchSettings": "search",
+    "SelectionSettings": "selection",
+    "ServeSettings": "serve",
+    "DevSettings": "dev",
+}
 
 
-def _comments() -> dict[str, tuple[str, str]]:
-    """Setting name -> (its section, the comment above or beside it in the source)."""
-    lines = inspect.getsource(Settings).splitlines()
-    out: dict[str, tuple[str, str]] = {}
-    section, above = "", []
-    for line in lines:
-        sec = _SECTION.match(line)
-        if sec:
-            section, above = sec.group(1).strip(), []
-            continue
+def _comments(section: type) -> dict[str, str]:
+    """Setting name -> the comment above or beside it in its section's source."""
+    out: dict[str, str] = {}
+    above: list[str] = []
+    for line in inspect.getsource(section).splitlines():
         stripped = line.strip()
         if line.startswith("    #") and not line.startswith("     "):
             above.append(stripped.lstrip("#").strip())
             continue
         m = _FIELD.match(line)
-        if m and m.group(1) in Settings.model_fields:
+        if m and m.group(1) in section.model_fields:  # type: ignore[attr-defined]
             beside = line.split("  # ", 1)[1].strip() if "  # " in line else ""
-            out[m.group(1)] = (section, " ".join([*above, beside]).strip())
+            out[m.group(1)] = " ".join([*above, beside]).strip()
         if not line.startswith("        "):
             above = []
     return out
@@ -113,24 +123,23 @@ def _cell(text: str) -> str:
 
 
 def page() -> str:
-    notes = _comments()
     rows: list[str] = []
-    section = None
-    for name, field in Settings.model_fields.items():
-        sec, comment = notes.get(name, ("", ""))
-        if sec != section:
-            section = sec
-            rows.append(
-                f"\n## {sec or 'other'}\n\n| variable | type | default | what it does |\n|---|---|---|---|"
-            )
-        said = field.description or comment
-        kind = _type(field.annotation)
-        bounds = _bounds(field.metadata)
-        if bounds:
-            kind += f" ({', '.join(bounds)})"
+    for section in Settings.SECTIONS:
+        notes = _comments(section)
+        doc = (section.__doc__ or "").strip().rstrip(".")
         rows.append(
-            f"| `{ENV_PREFIX}{name.upper()}` | {_cell(kind)} | {_cell(_default(name))} | {_cell(said)} |"
+            f"\n## {TITLES[section.__name__]}\n\n{doc} (`osrag.settings.{section.__name__}`).\n\n"
+            "| variable | type | default | what it does |\n|---|---|---|---|"
         )
+        for name, field in section.model_fields.items():
+            said = field.description or notes.get(name, "")
+            kind = _type(field.annotation)
+            bounds = _bounds(field.metadata)
+            if bounds:
+                kind += f" ({', '.join(bounds)})"
+            rows.append(
+                f"| `{ENV_PREFIX}{name.upper()}` | {_cell(kind)} | {_cell(_default(name))} | {_cell(said)} |"
+            )
     return HEAD.format(prefix=ENV_PREFIX) + "\n".join(rows).lstrip("\n") + "\n"
 
 

@@ -13,7 +13,7 @@
   whose default search pipeline is one of these keeps the pipeline). Roles made by
   ``install --roles`` are left to the security admin.
 
-Both are writers of the alias: they take its write lock (``osrag.store.locking.WriteLock``) and
+Both are writers of the alias: they take its write lock (``osrag.store.writelock.WriteLock``) and
 register like an ingest batch, so they never interleave with an ingest or a reindex unseen.
 """
 
@@ -27,16 +27,16 @@ from typing import Any
 from osrag.connection import Cluster
 from osrag.errors import ClusterError, IndexStateError
 from osrag.mlcommons.pipelines import embed_pipeline_name, is_osrag_pipeline
-from osrag.names import index_regex, pipeline_name, state_index, template_name
+from osrag.names import index_regex, pipeline_name, rerank_pipeline_name, state_index, template_name
 from osrag.settings import Settings
 from osrag.store.alias import AliasStore
 from osrag.store.locking import (
-    WriteLock,
     describe,
     lock_state,
     read_lock,
 )
 from osrag.store.versions import VersionStore, guarded_remove
+from osrag.store.writelock import WriteLock
 from osrag.vocabulary import PIPELINES
 
 log = logging.getLogger(__name__)
@@ -221,8 +221,9 @@ def plan_drop(settings: Settings, alias: str | None = None, admin: AliasStore | 
             plan.component_templates.append(comp_name)
 
     in_use = _default_pipelines(c, set(plan.indices))
-    for variant in PIPELINES:
-        name = pipeline_name(alias, variant)
+    # Each fusion pipeline, and the rerank pipeline a cluster cross-encoder adds to it.
+    wanted = [n for v in PIPELINES for n in (pipeline_name(alias, v), rerank_pipeline_name(alias, v))]
+    for name in wanted:
         got_p = c.call(
             "get search pipeline",
             client.transport.perform_request,

@@ -17,7 +17,7 @@ import sys
 import click
 
 from osrag import __version__
-from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, model, read, serve
+from osrag.cli import admin, dev, doctor, evaluate, ingest, mcp, model, read, serve, study
 from osrag.errors import InvalidSetting, OsragError
 from osrag.vocabulary import describe_fusion
 
@@ -98,7 +98,7 @@ def cli(ctx: click.Context, verbose: int, log_format: str) -> None:
 
     configure_cli_logging(verbose, log_format)
     command = ctx.invoked_subcommand or ""
-    if command in (*SERVERLESS_LACKS, "install", "search", "section", "eval"):
+    if command in (*SERVERLESS_LACKS, "install", "search", "section", "eval", "study"):
         refuse_on_serverless(load_settings(), command)  # one line naming what Serverless lacks
 
 
@@ -118,6 +118,7 @@ for _command in (
     read.section,
     evaluate.demo,
     evaluate.eval_cmd,
+    study.study,
     serve.serve,
     mcp.mcp,
     model.model,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from osrag.cli.common import echo_json
-from osrag.settings import load_settings
+from osrag.settings import MAX_BUDGET_TOKENS, load_settings
 
 DEMO_QUESTION = "можно ли вернуть открытую пачку чая, если не понравился вкус?"
 
@@ -103,8 +103,18 @@ def demo(question: str, corpus: str | None, budget: int) -> None:
     help="Where to write results.json, REPORT.md and the PNGs (default: a new folder "
     "osrag-eval/UTC-TIME/ in the current directory; an existing report is never written over by default).",
 )
-@click.option("--budget", type=int, default=1500, show_default=True, help="Budget of the stage-latency line.")
-@click.option("--depth", type=int, default=40, show_default=True)
+@click.option(
+    "--budget",
+    type=click.IntRange(1, MAX_BUDGET_TOKENS),
+    default=None,
+    help="Budget of the stage-latency line (default OSRAG_BUDGET_TOKENS).",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Candidate depth (default OSRAG_CANDIDATE_DEPTH).",
+)
 @click.option(
     "--budgets",
     default=",".join(str(b) for b in (150, 300, 600, 1000, 1500, 2500)),
@@ -142,8 +152,8 @@ def eval_cmd(
     datasets: tuple[str, ...],
     corpus: str | None,
     out_dir: str | None,
-    budget: int,
-    depth: int,
+    budget: int | None,
+    depth: int | None,
     budgets: str,
     limit: int | None,
     stat_test: str,
@@ -160,14 +170,15 @@ def eval_cmd(
     from osrag.progress import Progress
 
     gp = Path(golden)
+    settings = load_settings()
     cfg = ev.EvalConfig(
         golden=gp,
         corpus=Path(corpus) if corpus else None,
         datasets=tuple(Path(d) for d in datasets),
         out_dir=Path(out_dir) if out_dir else new_report_dir(Path.cwd()),
-        budget=budget,
+        budget=settings.budget_tokens if budget is None else budget,
         budgets=_budgets(budgets),
-        depth=depth,
+        depth=settings.candidate_depth if depth is None else depth,
         limit=limit,
         stat_test=stat_test,
         workers=workers,
@@ -183,7 +194,7 @@ def eval_cmd(
             if not message.startswith(PROGRESS_MARK):  # an ingest's progress line is not a step
                 bar.advance()
 
-        report = ev.run(load_settings(), cfg, log=log)
+        report = ev.run(settings, cfg, log=log)
     if as_json:
         echo_json(report)
     else:

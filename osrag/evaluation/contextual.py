@@ -6,16 +6,15 @@ are ranked on both. Each row with context is tested against the same row without
 question), and the contextual hybrid against the strongest single head without context (the
 rule a default ships by). Writes a Markdown table.
 
-    .venv/bin/python -m osrag.evaluation.contextual --model navec:news-300d \\
+    osrag study contextual --model navec:news-300d \\
         --out golden/report/contextual.md
 """
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from osrag.evaluation import metrics, runs
@@ -28,12 +27,12 @@ HEADS = (("hybrid (shipped)", "hybrid"), ("bm25 head (shipped)", "bm25"), ("knn"
 SHOWN = ("recall@10", "mrr@10", "ndcg@10")
 
 
-def _sets(args: argparse.Namespace) -> list[EvalSet]:
+def _sets(golden: str | None, datasets: Sequence[str], limit: int | None) -> list[EvalSet]:
     out: list[EvalSet] = []
-    if args.golden:
-        out.append(load_golden(Path(args.golden), None))
-    out += [load_dataset(Path(d)) for d in args.dataset]
-    return [s.sample(args.limit) for s in out]
+    if golden:
+        out.append(load_golden(Path(golden), None))
+    out += [load_dataset(Path(d)) for d in datasets]
+    return [s.sample(limit) for s in out]
 
 
 def measure(base: Settings, es: EvalSet, contextualizer: str, prefix: str, depth: int) -> dict[str, object]:
@@ -95,44 +94,35 @@ def _runs(got: dict[str, object]) -> dict[str, tuple]:  # type: ignore[type-arg]
     return {k: v for k, v in got.items() if k != "qrels"}  # type: ignore[misc]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="navec:news-300d")
-    ap.add_argument("--contextualizer", default="outline")
-    ap.add_argument("--golden", default="golden/golden.jsonl")
-    ap.add_argument(
-        "--dataset",
-        action="append",
-        default=None,
-        help="a BEIR-layout dev set (repeatable; default: xquad-ru-dev and vkdocs-ru-dev)",
-    )
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--depth", type=int, default=40)
-    ap.add_argument("--prefix", default="osrag-ctx")
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
-    if args.dataset is None:
-        args.dataset = ["../shared/datasets/xquad-ru-dev", "../shared/datasets/vkdocs-ru-dev"]
+def main(
+    *,
+    model: str,
+    contextualizer: str,
+    golden: str | None,
+    datasets: Sequence[str],
+    limit: int | None,
+    depth: int,
+    prefix: str,
+    out: str | None,
+    command: str,
+) -> None:
+    """Each set without and with the contextualizer, side by side (``osrag study contextual``)."""
     started = time.perf_counter()
-    base = eval_settings(Settings(embedding_model=args.model))
+    base = eval_settings(Settings(embedding_model=model))
     lines = [
-        f"## Contextual retrieval: `{args.contextualizer}` vs none ({args.model})",
+        f"## Contextual retrieval: `{contextualizer}` vs none ({model})",
         "",
-        "Made by `" + shlex.join(["python", *sys.argv]) + "` "
-        f"on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Depth {args.depth}; "
+        f"Made by `{command}` "
+        f"on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Depth {depth}; "
         "Fisher's randomization test, paired per question; ▲/▼ significant at p < 0.05.",
         "",
     ]
-    for es in _sets(args):
-        got = measure(base, es, args.contextualizer, args.prefix, args.depth)
-        lines += table(f"{es.name} ({len(es.answerable)} answerable questions)", got, args.contextualizer)
+    for es in _sets(golden, datasets, limit):
+        got = measure(base, es, contextualizer, prefix, depth)
+        lines += table(f"{es.name} ({len(es.answerable)} answerable questions)", got, contextualizer)
         print("\n".join(lines), file=sys.stderr, flush=True)
     lines.append(f"Total run time: {time.perf_counter() - started:.0f} s.")
     text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
     print(text)
-
-
-if __name__ == "__main__":
-    main()

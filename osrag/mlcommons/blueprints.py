@@ -77,20 +77,40 @@ def text_similarity_config(model_type: str = "bert") -> dict[str, Any]:
     return {"model_type": model_type, "embedding_dimension": 1, "framework_type": "huggingface_transformers"}
 
 
+def rerank_processor(model_id: str, text_field: str) -> dict[str, Any]:
+    """The ``rerank`` search response processor (``ml_opensearch``): each hit's ``text_field`` and
+    the question (the search's ``ext.rerank``) scored by a TEXT_SIMILARITY model in the cluster,
+    the hits then ordered by that score (which replaces ``_score``)."""
+    return {
+        "rerank": {
+            "ml_opensearch": {"model_id": model_id},
+            "context": {"document_fields": [text_field]},
+        }
+    }
+
+
 def rerank_pipeline(model_id: str, text_field: str, *, description: str = "") -> dict[str, Any]:
     """A search pipeline whose ``rerank`` response processor scores the hits with a
     TEXT_SIMILARITY model in the cluster (the question comes in the search's ``ext.rerank``)."""
     return {
         "description": description or f"osrag: rerank with ml-commons model {model_id}",
-        "response_processors": [
-            {
-                "rerank": {
-                    "ml_opensearch": {"model_id": model_id},
-                    "context": {"document_fields": [text_field]},
-                }
-            }
-        ],
+        "response_processors": [rerank_processor(model_id, text_field)],
     }
+
+
+def fusion_rerank_pipeline(
+    fusion: dict[str, Any], model_id: str, model: str, text_field: str = "text"
+) -> dict[str, Any]:
+    """A fusion search pipeline (``fusion``: the body osrag installs for the hybrid query) with the
+    ``rerank`` response processor after it: the heads fused as usual, then the fused hits
+    reranked by ``model`` (``model_id`` in ml-commons) in the same request."""
+    out = {k: v for k, v in fusion.items() if k != "response_processors"}
+    out["description"] = f"{fusion.get('description', 'osrag hybrid search')}, then reranked by {model}"
+    out["response_processors"] = [
+        *fusion.get("response_processors", []),
+        rerank_processor(model_id, text_field),
+    ]
+    return out
 
 
 def rerank_ext(question: str) -> dict[str, Any]:

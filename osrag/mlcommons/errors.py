@@ -105,3 +105,20 @@ def explain(what: str, model: str | None, exc: Any) -> MLCommonsError:
     if status == 404 and model:
         return ModelMissing(f"{subject}: {what} failed: not in the cluster (404: {reason})")
     return MLCommonsError(f"{subject}: {what} failed ({status}): {reason}")
+
+
+def model_failure(what: str, model: str | None, exc: BaseException) -> MLCommonsError | None:
+    """``exc`` (a failed request, or osrag's error wrapping one) as one line naming ``model``
+    when ml-commons' reason says the model is missing, not deployed or refused (the patterns of
+    ``explain``); None for any other failure, which is not the model's (a missing index)."""
+    from opensearchpy import exceptions as ose
+
+    cause: Any = exc
+    while cause is not None and not isinstance(cause, ose.TransportError):
+        cause = cause.__cause__
+    if cause is None or isinstance(cause, ose.ConnectionError):
+        return None
+    _, reason = reason_of(cause)
+    if not any(re.search(pattern, " ".join(reason.split())) for pattern, _, _ in _MAP):
+        return None
+    return explain(what, model, cause)

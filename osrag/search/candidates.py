@@ -57,6 +57,12 @@ class Candidate:
     shares_term: bool = False
     #: The names of the named queries it matched (the gate's term probes among them).
     named: frozenset[str] = frozenset()
+    #: The score the engine gave it under the dense head when that head was a named ``neural``
+    #: clause (``osrag.search.query.DENSE_QUERY_NAME``); None when the head did not find it.
+    dense_score: float | None = None
+    #: Its cosine was not measured (the engine embedded the question and the dense head did not
+    #: find it): the most it can be (``osrag.search.gate.annotate``); None when ``cosine`` is measured.
+    cosine_at_most: float | None = None
     #: Its cost in the budget tokenizer's count and its selection score (set by ``ranking``).
     tokens: int = 0
     score: float = 0.0
@@ -111,17 +117,24 @@ def _vector_of(h: Mapping[str, Any]) -> np.ndarray | None:
     return decode_vector(got[0]) if got and got[0] is not None else None
 
 
-def hits_of(resp: Mapping[str, Any]) -> list[Candidate]:
-    """A search response's hits as candidates, in the order the cluster ranked them."""
-    return [
-        Candidate(
-            ChunkSource.of(h["_source"], chunk_id=h["_id"], embedding=_vector_of(h)),
-            fused=float(h["_score"] or 0.0),
-            rank=i + 1,
-            named=frozenset(h.get("matched_queries") or ()),
+def hits_of(resp: Mapping[str, Any], dense_name: str | None = None) -> list[Candidate]:
+    """A search response's hits as candidates, in the order the cluster ranked them; with
+    ``dense_name``, each one's score under that named query (asked with
+    ``include_named_queries_score``, which makes ``matched_queries`` a map of name to score)."""
+    out = []
+    for i, h in enumerate((resp.get("hits") or {}).get("hits") or ()):
+        matched = h.get("matched_queries") or ()
+        dense = matched.get(dense_name) if dense_name and isinstance(matched, Mapping) else None
+        out.append(
+            Candidate(
+                ChunkSource.of(h["_source"], chunk_id=h["_id"], embedding=_vector_of(h)),
+                fused=float(h["_score"] or 0.0),
+                rank=i + 1,
+                named=frozenset(matched),
+                dense_score=float(dense) if dense is not None else None,
+            )
         )
-        for i, h in enumerate((resp.get("hits") or {}).get("hits") or ())
-    ]
+    return out
 
 
 def shards_missing(resp: Mapping[str, Any]) -> str | None:

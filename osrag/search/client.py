@@ -27,6 +27,7 @@ from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.envelope import Envelope, Passage, RerankInfo
 from osrag.errors import InputError, ModelError
+from osrag.mlcommons.blueprints import is_cluster_model
 from osrag.observability import observe_search
 from osrag.search import gate, ranking
 from osrag.search.budget import SelectionConfig
@@ -58,6 +59,9 @@ class QuerySteps(Retriever):
     ) -> None:
         super().__init__(settings, principal=principal)
         self._reranker = reranker
+        #: A cross-encoder in the cluster (``OSRAG_RERANKER_MODEL=ml:…``) reranks inside the search
+        #: request, through the rerank pipeline ``osrag install`` puts; off: by ``_predict`` after it.
+        self.rerank_in_pipeline = True
         #: How candidates become an answer, read from the settings once.
         self.policy = ranking.SelectionPolicy.from_settings(self.s)
 
@@ -80,18 +84,28 @@ class QuerySteps(Retriever):
         budget = self._checked_budget(budget_tokens)
         policy = self.policy.with_overrides(selection, selection_config)
         parsed_filters = parse_filters(filters)
-        ret = yield from self._retrieve(question, "hybrid", depth, parsed_filters, who, evidence=True)
+        use_rerank = self.s.rerank if rerank is None else rerank
+        in_cluster = self._pipeline_reranker(use_rerank)
+        ret = yield from self._retrieve(
+            question, "hybrid", depth, parsed_filters, who, evidence=True, rerank_with=in_cluster
+        )
         question = question.strip()
         timings = dict(ret.timings_ms)
         notes: list[str] = list(ret.notes)
         if ret.hits and ret.analysis is not None:
             t0 = time.perf_counter()
-            yield Work(functools.partial(gate.annotate, question, ret.analysis, ret.vector, ret.hits))
+            yield Work(
+                functools.partial(
+                    gate.annotate, question, ret.analysis, ret.vector, ret.hits, engine=ret.engine_embedded
+                )
+            )
             timings["annotate"] = elapsed_ms(t0)
-        use_rerank = self.s.rerank if rerank is None else rerank
-        ordered, info = yield Work(
-            functools.partial(self._rerank, question, ret.hits, use_rerank, notes, timings)
-        )
+        if in_cluster is not None:
+            ordered, info = self._reranked_in_cluster(in_cluster, ret)
+        else:
+            ordered, info = yield Work(
+                functools.partial(self._rerank, question, ret.hits, use_rerank, notes, timings)
+            )
         t0 = time.perf_counter()
         env = yield Work(
             functools.partial(self._select, question, ordered, ret, budget, policy, tokenizer, info)
@@ -146,6 +160,31 @@ class QuerySteps(Retriever):
             )
             env.tokenizer = counter.info(stored_counts=reuse)
             return env
+
+    def _pipeline_reranker(self, use: bool) -> str | None:
+        """The cross-encoder in the cluster (``ml:…``) that reranks inside the search request (the
+        alias's rerank pipeline), or None: reranking off, a model in this process, or
+        ``rerank_in_pipeline`` off (then an ``ml:`` model is asked by ``_predict``)."""
+        if not use or not self.rerank_in_pipeline:
+            return None
+        model = self._reranker.model_name if self._reranker is not None else self.s.reranker_model
+        return model if is_cluster_model(model) else None
+
+    def _reranked_in_cluster(self, model: str, ret: Retrieval) -> tuple[list[Candidate], RerankInfo]:
+        """The hits as the rerank pipeline ordered them, and what happened. The processor puts the
+        model's score in ``_score``: it is the hit's rerank score; the fused score does not come
+        back (0 in the envelope). When the pipeline failed, the fused order and a note naming
+        the model (``Retriever._ask_reranked``)."""
+        info = RerankInfo(model=model, where="cluster")
+        hits = list(ret.hits)
+        if ret.reranked_by is None:
+            info.note = ret.rerank_note
+            return hits, info
+        for h in hits:
+            h.rerank, h.fused = h.fused, 0.0
+        info.used = True
+        info.reranked = len(hits)
+        return hits, info
 
     def _rerank(
         self, question: str, hits: list[Candidate], use: bool, notes: list[str], timings: dict[str, float]

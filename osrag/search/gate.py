@@ -313,23 +313,53 @@ def content_terms(weights: Mapping[str, float]) -> frozenset[str]:
     return frozenset(t for t, w in weights.items() if w > CONTENT_IDF)
 
 
-def annotate(question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candidate]) -> None:
+def cosine_of_score(score: float) -> float:
+    """The cosine behind a k-NN score of a ``cosinesimil`` field on the lucene engine, whose
+    score is ``(1 + cos) / 2`` (the space osrag's index template gives the vector field)."""
+    return 2.0 * float(score) - 1.0
+
+
+def engine_cosines(hits: Sequence[Candidate]) -> list[float | None]:
+    """Each hit's cosine with the question from the engine's own dense score (the question was
+    embedded in the search request, so this process has no vector): None for a hit the dense
+    head did not find (it came from the BM25 head only)."""
+    return [cosine_of_score(h.dense_score) if h.dense_score is not None else None for h in hits]
+
+
+def annotate(
+    question: str, analysis: Analysis, qvec: Any, hits: Sequence[Candidate], *, engine: bool = False
+) -> None:
     """Fill each hit's coverage, cosine, identifier match, shared content term and relevance.
 
     ``analysis.texts`` is in the order of ``hits``. A code the question names (TEA15,
     LAMP-LIGHT-MINI) matches when the candidate's analyzed text holds it whole -- the index
     keeps the original of every identifier, so TEA15 never matches TEA10 -- and the code's
     split pieces add coverage only there (``coverage``).
+
+    ``engine``: the cosines come from the engine (``engine_cosines``; ``qvec`` is None). A hit
+    the dense head did not find has no measured cosine: it is not zero but at most the lowest
+    cosine the dense head found (everything outside its top k is no closer than the k-th), and
+    with no dense hit at all it is unknown (at most 1). ``cosine_at_most`` keeps that bound, so
+    the gate never refuses on a cosine it did not see (``is_relevant``).
     """
     if len(analysis.texts) != len(hits):
         raise ValueError(f"{len(analysis.texts)} analyzed texts for {len(hits)} hits")
+    if engine:
+        measured = engine_cosines(hits)
+        known = [c for c in measured if c is not None]
+        ceiling = min(known) if known else 1.0
+        for h, c in zip(hits, measured):
+            h.cosine_at_most = None if c is not None else ceiling
+        cos_list = [c if c is not None else 0.0 for c in measured]
+    else:
+        cos_list = cosines(qvec, [h.embedding for h in hits])
     codes = identifier_terms(question)
     # A question none of whose terms is rarer than half of the index (a small index on one subject)
     # has no term that tells chunks apart: absence of a rare term is then no evidence against a
     # chunk, and holding one of its terms is the lexical evidence there is.
     content = content_terms(analysis.weights) or frozenset(analysis.weights)
     parts = frozenset(code_part_weights(analysis.weights, codes))
-    for h, terms, cos in zip(hits, analysis.texts, cosines(qvec, [h.embedding for h in hits])):
+    for h, terms, cos in zip(hits, analysis.texts, cos_list):
         h.coverage, h.cosine = coverage(analysis.weights, terms, codes), cos
         h.ident_match = any(c in terms for c in codes)
         # A code's pieces are evidence only beside the whole code, as in ``coverage``.
@@ -359,7 +389,7 @@ class Gate:
 
 #: Per model family, the cosine a question reaches with text that cannot answer it: the 0.95
 #: quantile of the off-topic pairs shipped in ``osrag/search/calibration/offtopic.jsonl``
-#: (``python -m osrag.evaluation.floors MODEL``; not taken from any evaluation set).
+#: (``osrag study floors MODEL``; not taken from any evaluation set).
 COSINE_FLOORS: Mapping[str, float] = {"e5": 0.811, "navec": 0.732}
 #: A model of no calibrated family: a cosine alone never makes a candidate relevant (1.0), a
 #: shared content term or a named code still does.
@@ -375,8 +405,12 @@ def cosine_floor(model: str | None) -> float:
 
 
 def is_relevant(h: Candidate, floor: float) -> bool:
-    """A content term of the question, a cosine above what unrelated text gets, or a code it names."""
-    return h.shares_term or h.cosine >= floor or h.ident_match
+    """A content term of the question, a cosine above what unrelated text gets, or a code it names.
+
+    A cosine that was not measured (``Candidate.cosine_at_most``) counts as passing when its
+    bound reaches the floor: the gate refuses only on evidence it has seen."""
+    unmeasured = h.cosine_at_most is not None and floor < UNKNOWN_FLOOR and h.cosine_at_most >= floor
+    return h.shares_term or h.cosine >= floor or h.ident_match or unmeasured
 
 
 def latin_codes(question: str) -> list[str]:

@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from osrag.access import Principal, access_clauses
@@ -133,11 +134,11 @@ def filter_clauses(alias: str, filters: Mapping[str, Any], principal: Principal)
     return clauses
 
 
-#: Field weights of the BM25 head, chosen on BOTH eval sets (golden/ and the external xquad-ru-dev;
-#: see golden/report/REPORT.md): breadcrumb and title add to golden's hit@5/MRR and cost nothing on
-#: the dev set. The exact-form ``text.ident`` subfield is asked only for the identifier-looking
-#: tokens of the question (TEA15, LAMP-LIGHT-MINI, v2.3.1): matching the WHOLE question there, as
-#: the first round did, gave every exact Russian word form a bonus and cost the dev set 0.03 recall@10.
+#: Field weights of the BM25 head: breadcrumb and title carry what a page is about, below the text
+#: that answers (checked on every dev set, golden/report/). The exact-form ``text.ident`` subfield
+#: is asked only for the identifier-looking tokens of the question (TEA15, LAMP-LIGHT-MINI, v2.3.1):
+#: the whole question there would give every exact Russian word form a bonus over its other forms,
+#: which the stemmed field exists to treat alike.
 BREADCRUMB_BOOST = 0.6
 TITLE_BOOST = 0.4
 IDENT_BOOST = 1.5
@@ -250,9 +251,54 @@ def knn_head(
     return {"knn": {"embedding": head}}
 
 
+#: The name of the dense head when the engine embeds the question (``neural_head``): with
+#: ``include_named_queries_score`` each hit the head found carries its score under this name in
+#: ``matched_queries``, which is how the gate gets the cosines without the question's vector.
+DENSE_QUERY_NAME = "osrag_dense"
+
+
+@dataclass(frozen=True)
+class EngineEmbedded:
+    """The question, to be embedded by the engine in the search request itself (a ``neural``
+    clause naming a deployed ml-commons ``model_id``) instead of sent as a vector."""
+
+    model_id: str
+    text: str
+
+
+def neural_head(
+    question: EngineEmbedded, k: int, filters: list[dict[str, Any]], ef_search: int | None = None
+) -> dict[str, Any]:
+    """The dense head as a ``neural`` clause: the engine embeds ``question.text`` with its model
+    (an asymmetric model's query prefix added by ml-commons, as for ``_predict`` with content type
+    query) and searches the k nearest, named ``DENSE_QUERY_NAME`` so its scores come back."""
+    head: dict[str, Any] = {
+        "query_text": question.text,
+        "model_id": question.model_id,
+        "k": k,
+        "filter": {"bool": {"filter": filters}},
+        "_name": DENSE_QUERY_NAME,
+    }
+    if ef_search:
+        head["method_parameters"] = {"ef_search": max(int(ef_search), k)}
+    return {"neural": {"embedding": head}}
+
+
+def dense_head(
+    question: Sequence[float] | EngineEmbedded,
+    k: int,
+    filters: list[dict[str, Any]],
+    ef_search: int | None = None,
+) -> dict[str, Any]:
+    """The kNN head on a vector, or the ``neural`` head when the engine embeds the question."""
+    if isinstance(question, EngineEmbedded):
+        return neural_head(question, k, filters, ef_search)
+    return knn_head(question, k, filters, ef_search)
+
+
 def hybrid_body(
     question: str,
-    vector: Sequence[float],
+    vector: Sequence[float] | EngineEmbedded,
     depth: int,
     filters: list[dict[str, Any]],
     ef_search: int | None = None,
@@ -264,7 +310,7 @@ def hybrid_body(
             "hybrid": {
                 "queries": [
                     bm25_head(question, filters, probes=probes),
-                    knn_head(vector, depth, filters, ef_search),
+                    dense_head(vector, depth, filters, ef_search),
                 ],
                 "pagination_depth": depth,
             }
@@ -295,12 +341,11 @@ def validate_question(question: Any) -> str:
 
 #: The script field that brings each candidate's stored vector back, read from the vector's
 #: doc values. The same numbers as the vector in ``_source`` at a fraction of the cost: 3.x
-#: rebuilds a vector in ``_source`` per hit from the vector data ("derived source"), and the
-#: hybrid search body took 32 ms with ``_source`` vectors vs 15 with this field at 100K chunks
-#: (bench/results/query.md). The floats travel as base64 of their little-endian float32 bytes:
-#: exactly the stored values, 40 % fewer bytes than JSON numbers, and decoded by numpy rather
-#: than parsed number by number (4 ms of JSON per 40 hits of 300 dimensions). A chunk without
-#: a vector gets ``null``.
+#: rebuilds a vector in ``_source`` per hit from the vector data ("derived source"), so asking for
+#: it there is the slow path (bench/results/profile.md). The floats travel as base64 of their
+#: little-endian float32 bytes: exactly the stored values, fewer bytes than JSON numbers, and
+#: decoded by numpy at once rather than parsed number by number. A chunk without a vector gets
+#: ``null``.
 VECTOR_SCRIPT = {
     # Read and encoded at once: the k-NN doc values hand out one reused array, so a vector kept
     # past its hit would be the one read last (seen on 3.6.0 and 2.19.1).
@@ -322,7 +367,7 @@ VECTOR_WAYS = ("doc", "source", "none")
 def candidates_body(
     mode: str,
     question: str,
-    vector: Sequence[float] | None,
+    vector: Sequence[float] | EngineEmbedded | None,
     depth: int,
     filters: list[dict[str, Any]],
     ef_search: int | None = None,
@@ -347,7 +392,7 @@ def candidates_body(
         body = hybrid_body(question, vector, depth, filters, ef_search, probes)
     elif mode == "knn":
         assert vector is not None
-        body = {"size": depth, "query": knn_head(vector, depth, filters, ef_search)}
+        body = {"size": depth, "query": dense_head(vector, depth, filters, ef_search)}
     else:
         field = {"bm25-std": "text.std", "bm25-text": "text-only"}.get(mode, "text")
         body = {"size": depth, "query": bm25_head(question, filters, field)}

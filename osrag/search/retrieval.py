@@ -17,7 +17,15 @@ from osrag.records import PASSAGE_FIELDS, IndexMeta
 from osrag.search import gate
 from osrag.search.candidates import Candidate, hits_of, shards_missing
 from osrag.search.codes import code_aggs
-from osrag.search.query import MODES, candidates_body, collapsed, lexical_text, validate_question
+from osrag.search.query import (
+    DENSE_QUERY_NAME,
+    MODES,
+    EngineEmbedded,
+    candidates_body,
+    collapsed,
+    lexical_text,
+    validate_question,
+)
 
 __all__ = [
     "NO_EVIDENCE",
@@ -42,6 +50,13 @@ class Retrieval:
     vector: Any = None  # the question's embedding (hybrid and knn modes)
     notes: list[str] = field(default_factory=list)
     analysis: gate.Analysis | None = None  # the gate's evidence (when asked for)
+    #: The engine embedded the question (a ``neural`` head): no ``vector`` here, each hit's
+    #: cosine comes from its dense score (``gate.engine_cosines``).
+    engine_embedded: bool = False
+    #: The cross-encoder that ordered ``hits`` in the cluster (a search pipeline's ``rerank``
+    #: processor), when one did: the model's name; and what to say when it could not.
+    reranked_by: str | None = None
+    rerank_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,23 +174,30 @@ def search_request(
     if server_collapse:
         body = collapsed(body)
     body = adapt_search_body(body, caps)
-    # No filter_path: the server's filtering of the answer cost more (0.7-1.4 ms a search at 10K
-    # and 100K chunks, A/B) than the few fields it drops save.
+    # No filter_path: the server's filtering of the answer costs more than the few fields it drops
+    # save (bench/results/profile.md).
     params: dict[str, Any] = {}
     if ask.mode == "hybrid":
         params["search_pipeline"] = ask.pipeline or pipeline
+    if isinstance(vector, EngineEmbedded):
+        # Each hit's score under the named dense head comes back in matched_queries (the gate's
+        # cosines: osrag.search.gate.engine_cosines).
+        params["include_named_queries_score"] = "true"
     return body, params
 
 
-def read_response(resp: Mapping[str, Any], timings: dict[str, float], notes: list[str]) -> list[Candidate]:
+def read_response(
+    resp: Mapping[str, Any], timings: dict[str, float], notes: list[str], *, engine_embedded: bool = False
+) -> list[Candidate]:
     """The candidates of a search response; the server's own time goes to ``timings`` (for the
-    search record), a partial answer's note to ``notes``."""
+    search record), a partial answer's note to ``notes``. ``engine_embedded``: the dense head was
+    the named ``neural`` clause, whose score each hit it found carries."""
     if resp.get("took") is not None:
         timings["server_took"] = float(resp["took"])
     partial = shards_missing(resp)
     if partial:
         notes.append(partial)
-    return hits_of(resp)
+    return hits_of(resp, DENSE_QUERY_NAME if engine_embedded else None)
 
 
 def elapsed_ms(t0: float) -> float:

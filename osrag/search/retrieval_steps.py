@@ -23,8 +23,9 @@ from osrag.access import Principal, require_principal
 from osrag.capabilities import Capabilities, from_responses, serverless_capabilities
 from osrag.embedding import Embedder, embedder_for
 from osrag.envelope import Passage, passage_of
-from osrag.errors import ClusterError, IndexStateError, InputError
-from osrag.names import pipeline_name, state_index
+from osrag.errors import ClusterError, IndexStateError, InputError, OsragError
+from osrag.mlcommons.blueprints import is_cluster_model, rerank_ext
+from osrag.names import pipeline_name, rerank_pipeline_name, state_index
 from osrag.records import ChunkSource, IndexMeta
 from osrag.search import codes, gate
 from osrag.search.analyzer import SearchAnalyzer, Unsupported, search_analyzer
@@ -37,7 +38,13 @@ from osrag.search.candidates import (
     shards_failed_transiently,
     shards_missing,
 )
-from osrag.search.query import filter_clauses, parse_filters, section_body, vectors_in_source
+from osrag.search.query import (
+    EngineEmbedded,
+    filter_clauses,
+    parse_filters,
+    section_body,
+    vectors_in_source,
+)
 from osrag.search.retrieval import (
     NO_EVIDENCE,
     Ask,
@@ -96,6 +103,9 @@ class Retriever:
         self._vectors = "doc"
         # Lazily built parts may be asked for from worker threads at once (the async client).
         self._lazy = threading.Lock()
+        #: An index pinned to a local model in the cluster (``ml:``): the engine embeds the
+        #: question inside the search request (a ``neural`` head) instead of a ``_predict`` first.
+        self.embed_in_query = self.s.embed_in_query
 
     # -- lazily resolved parts
     def _target(self, *, fresh: bool = False) -> Steps[tuple[str, IndexMeta]]:
@@ -141,6 +151,20 @@ class Retriever:
         with MODEL_WORK:
             return self.embedder().encode_query(question)
 
+    def _engine_question(self, question: str) -> EngineEmbedded | None:
+        """The question for the engine to embed (a ``neural`` head), when the index's model is a
+        local model in the cluster; None for any other model. The model is looked up once (and
+        checked: deployed, the index's own weights) when the embedder is first built."""
+        emb = self.embedder()
+        if emb.backend != "ml-commons":
+            return None
+        info = emb.model.info
+        # A remote model's connector is told per request which side it embeds (input_type, a
+        # _predict parameter the neural query does not pass), so it keeps _predict.
+        if info.where != "cluster":
+            return None
+        return EngineEmbedded(info.model_id, question)
+
     def principal_for(self, given: Principal | None) -> Principal:
         """The principal of this read: the call's, else the client's; neither is an InputError."""
         return require_principal(
@@ -158,9 +182,12 @@ class Retriever:
         pipeline: str | None = None,
         evidence: bool = False,
         vectors: bool = True,
+        rerank_with: str | None = None,
     ) -> Steps[Retrieval]:
         """Candidates for ``question``; with ``evidence``, the relevance gate's evidence rides on
-        the same request (``osrag.search.gate``) and comes back as ``Retrieval.analysis``."""
+        the same request (``osrag.search.gate``) and comes back as ``Retrieval.analysis``;
+        with ``rerank_with`` (a cross-encoder in the cluster, ``ml:…``), the hybrid request goes
+        through the alias's rerank pipeline and comes back in that model's order."""
         ask = checked_ask(
             question,
             mode,
@@ -176,14 +203,14 @@ class Retriever:
         notes: list[str] = []
         index, meta = yield from self._target()
         try:
-            return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes))
+            return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes, rerank_with))
         except ClusterError as exc:
             if not missing_index(exc, index):
                 raise
         # The cached index was deleted (a reindex moved the alias, then cleanup): resolve the
         # alias afresh and ask once more.
         index, meta = yield from self._target(fresh=True)
-        return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes))
+        return (yield from self._retrieve_from(ask, index, meta, caps, timings, notes, rerank_with))
 
     def _retrieve_from(
         self,
@@ -193,10 +220,12 @@ class Retriever:
         caps: Capabilities,
         timings: dict[str, float],
         notes: list[str],
+        rerank_with: str | None = None,
     ) -> Steps[Retrieval]:
         """One retrieval from the concrete ``index`` (not the alias: if a reindex switches the
         alias meanwhile, the query vector still meets the index and model it was made for)."""
-        vector = yield from self._embed(ask, timings)
+        vector = yield from self._embed(ask, meta, timings)
+        engine = isinstance(vector, EngineEmbedded)
         found = yield from self._question_evidence(ask, index, meta, timings)
         server_collapse = self._server_collapses(ask.mode, caps)
         python_collapse = self.s.collapse_duplicates and not server_collapse
@@ -213,18 +242,97 @@ class Retriever:
             pipeline=pipeline_name(self.s.alias, self.s.fusion),
         )
         t0 = time.perf_counter()
-        resp = yield from self._ask(index, body, params, notes)
+        try:
+            resp, reranked_by, rerank_note = yield from self._ask_reranked(
+                index, body, params, notes, ask, rerank_with
+            )
+        except ClusterError as exc:
+            if engine:
+                raise self._engine_model_error(meta, exc) from exc
+            raise
         timings["retrieve"] = elapsed_ms(t0)
-        hits = read_response(resp, timings, notes)
+        hits = read_response(resp, timings, notes, engine_embedded=engine)
         if python_collapse:
             hits = distinct_hits(hits, ask.depth)
         analysis = self._gate_analysis(found, index, resp, hits) if ask.evidence else None
-        return Retrieval(hits, index, meta, timings, vector=vector, notes=notes, analysis=analysis)
+        return Retrieval(
+            hits,
+            index,
+            meta,
+            timings,
+            vector=None if engine else vector,
+            notes=notes,
+            analysis=analysis,
+            engine_embedded=engine,
+            reranked_by=reranked_by,
+            rerank_note=rerank_note,
+        )
 
-    def _embed(self, ask: Ask, timings: dict[str, float]) -> Steps[Any]:
-        """The question's embedding (None for the lexical modes)."""
+    def _ask_reranked(
+        self,
+        index: str,
+        body: dict[str, Any],
+        params: dict[str, Any],
+        notes: list[str],
+        ask: Ask,
+        rerank_with: str | None,
+    ) -> Steps[tuple[dict[str, Any], str | None, str]]:
+        """(response, the reranker that ordered it or None, a note): with ``rerank_with``, the
+        hybrid request through the alias's rerank pipeline (``rerank_pipeline_name``), the
+        question in its ``ext``, the first ``rerank_depth`` fused hits reranked (the processor
+        scores every hit it is given, so no more are asked). If that request fails (the model
+        or the pipeline gone), ranking fails open: asked again through the plain fusion
+        pipeline, and the note names the model and why -- no access rule depends on the order."""
+        if not rerank_with or ask.mode != "hybrid" or ask.pipeline is not None:
+            return (yield from self._ask(index, body, params, notes)), None, ""
+        name = rerank_pipeline_name(self.s.alias, self.s.fusion)
+        reranked = {
+            **body,
+            "size": min(int(body["size"]), self.s.rerank_depth),
+            "ext": rerank_ext(ask.question),
+        }
+        try:
+            resp = yield from self._ask(index, reranked, {**params, "search_pipeline": name}, notes)
+            return resp, rerank_with, ""
+        except ClusterError as exc:
+            if missing_index(exc, index):
+                raise
+            from osrag.mlcommons.errors import model_failure
+
+            why = model_failure(f"rerank in search pipeline {name}", rerank_with, exc)
+            said = str(why) if why is not None else f"search pipeline {name}: {exc} (osrag install puts it)"
+            log.info("rerank in the cluster with %s failed; asked again without it: %s", rerank_with, said)
+            note = (
+                f"reranker {rerank_with} in the cluster failed, ranked without it "
+                f"(fused order plus evidence): {' '.join(said.split())[:300]}"
+            )
+            return (yield from self._ask(index, body, params, notes)), None, note
+
+    def _engine_model_error(self, meta: IndexMeta, exc: ClusterError) -> OsragError:
+        """A search whose ``neural`` head failed: ml-commons' refusal as one line naming the
+        index's model (``osrag.mlcommons.errors``), never its stack; any other failure as it was.
+        The model is looked up afresh by the next search (it may be back, or registered anew)."""
+        from osrag.mlcommons.errors import model_failure
+
+        found = model_failure("search with the question embedded in it", meta.embedding_model, exc)
+        if found is None:
+            return exc
+        with self._lazy:
+            self._embedder = None
+        return found
+
+    def _embed(self, ask: Ask, meta: IndexMeta, timings: dict[str, float]) -> Steps[Any]:
+        """The question's embedding (None for the lexical modes), or the question for the engine
+        to embed in the search request (``EngineEmbedded``) when the index's model is a local
+        model in the cluster and ``embed_in_query`` is on."""
         if not ask.embeds:
             return None
+        if self.embed_in_query and is_cluster_model(meta.embedding_model or ""):
+            t0 = time.perf_counter()
+            engine = yield Work(functools.partial(self._engine_question, embedding_text(ask.question)))
+            if engine is not None:
+                timings["embed_query"] = elapsed_ms(t0)  # the model's look-up, once per client
+                return engine
         t0 = time.perf_counter()
         # A question in the wrong layout or in translit is embedded as the user meant it.
         vector = yield Work(functools.partial(self._encode_query, embedding_text(ask.question)))

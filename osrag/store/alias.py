@@ -25,7 +25,7 @@ from osrag.mlcommons.blueprints import is_cluster_model, parse_ref
 from osrag.mlcommons.errors import MLCommonsError
 from osrag.mlcommons.pipelines import embed_pipeline, embed_pipeline_name, pipeline_drift
 from osrag.mlcommons.records import ModelInfo
-from osrag.names import ANALYZERS, pipeline_name, template_name, utcnow
+from osrag.names import ANALYZERS, pipeline_name, rerank_pipeline_name, template_name, utcnow
 from osrag.records import IndexMeta
 from osrag.settings import Settings
 from osrag.vocabulary import DEFAULT_FUSION, PIPELINES, PipelineVariant
@@ -160,12 +160,46 @@ class AliasStore:
                 f"/_search/pipeline/{name}",
                 body=body,
             )
+        self.install_rerank_pipelines()
         created = None
         if emb is not None and self.current_index() is None:
             created = self.create_index(embedder=emb)
             self.point_alias(created)
         self.install_ingest_pipeline()
         return {"alias": self.alias, "created_index": created, "index": self.current_index()}
+
+    # ---- rerank in the cluster (OSRAG_RERANKER_MODEL=ml:...) ------------------------
+    def desired_rerank_pipelines(self) -> dict[str, dict[str, Any]]:
+        """The fusion pipeline of ``OSRAG_FUSION`` followed by the ``rerank`` response processor of
+        the cluster cross-encoder, when reranking is on and its model is in ml-commons (``ml:``);
+        empty otherwise. The model is looked up by its reference (a missing one is one line)."""
+        from osrag.mlcommons.blueprints import fusion_rerank_pipeline, is_cluster_model, parse_ref
+        from osrag.mlcommons.client import MLCommons
+
+        model = self.s.reranker_model
+        if not (self.s.rerank and is_cluster_model(model)):
+            return {}
+        info = MLCommons(self.cluster.client).find(parse_ref(model))
+        fusion = self.desired_pipelines()[self.pipeline_name(self.s.fusion)]
+        return {
+            rerank_pipeline_name(self.alias, self.s.fusion): fusion_rerank_pipeline(
+                fusion, info.model_id, model
+            )
+        }
+
+    def install_rerank_pipelines(self) -> list[str]:
+        """Put ``desired_rerank_pipelines`` into the cluster; the names put."""
+        c = self.cluster
+        wanted = self.desired_rerank_pipelines()
+        for name, body in wanted.items():
+            c.call(
+                f"put search pipeline {name}",
+                c.client.transport.perform_request,
+                "PUT",
+                f"/_search/pipeline/{name}",
+                body=body,
+            )
+        return list(wanted)
 
     def installed(self, kind: str, name: str) -> dict[str, Any] | None:
         """The body the cluster holds for a component template, index template or search

@@ -18,7 +18,7 @@ mix of old and new chunks, or the document missing in between:
   never flipped: its partial v2 chunks are deleted and v1 stays visible.
 * A crash between steps leaves extra hidden chunks, never a visible mix; the next
   ingest of the document redoes the steps (the ``_id``s are deterministic).
-* While a writer holds the alias's write lock (``osrag.store.locking.WriteLock``), every update
+* While a writer holds the alias's write lock (``osrag.store.writelock.WriteLock``), every update
   of ``hidden`` is fenced by it: a writer that lost the lock changes nothing.
 * An ``_id`` over 512 bytes is a hash of the full id (``bounded_id``), kept in ``full_id``.
 
@@ -43,18 +43,13 @@ from osrag.names import HIDDEN_ID, state_index, utcnow, visibility_filter
 from osrag.records import embedding_text
 from osrag.store import bulk
 from osrag.store.locking import (
-    FENCE,
-    FENCE_END,
-    WriteLock,
-    WriteLost,
     describe,
-    describe_writer,
     holder,
     read_lock,
-    read_writer,
     register_writer,
     unregister_writer,
 )
+from osrag.store.writelock import FENCE, FENCE_END, WriteLock, WriteLost, describe_writer, read_writer
 
 #: OpenSearch refuses a document ``_id`` over 512 bytes (and with it the whole bulk request).
 MAX_ID_BYTES = 512
@@ -90,7 +85,7 @@ class VersionStore:
         self.cluster = cluster
         self.alias = alias
         #: The alias's write lock while a writer holds it: every update of the hidden list is
-        #: then fenced by it (``osrag.store.locking``), so a writer that lost it changes nothing.
+        #: then fenced by it (``osrag.store.writelock``), so a writer that lost it changes nothing.
         self.lock: WriteLock | None = None
 
     # -- reads

@@ -111,9 +111,8 @@ def drop_alias(client: Any, alias: str) -> None:
     client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
     client.cluster.delete_component_template(name=f"{alias}-analysis", ignore=404)
     for variant in PIPELINES.values():
-        client.transport.perform_request(
-            "DELETE", f"/_search/pipeline/{alias}-{variant}", params={"ignore": 404}
-        )
+        for name in (f"{alias}-{variant}", f"{alias}-{variant}-rerank"):
+            client.transport.perform_request("DELETE", f"/_search/pipeline/{name}", params={"ignore": 404})
     # The ingest pipelines through which a cluster model embeds (osrag.mlcommons.pipelines).
     client.transport.perform_request("DELETE", f"/_ingest/pipeline/{alias}-embed-*", params={"ignore": 404})
 

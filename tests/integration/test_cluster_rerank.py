@@ -210,15 +210,19 @@ def test_the_cluster_reranks_with_a_text_similarity_model(
 def test_search_reranks_in_the_cluster_and_says_so(
     os_client: Any, settings: Any, toy: tuple[Path, Any, bytes], tmp_path: Path
 ) -> None:
-    """OSRAG_RERANKER_MODEL=ml:NAME: osrag's search scores its candidates with the cluster's
-    TEXT_SIMILARITY model; the envelope names the reranker and says it ran in the cluster."""
+    """OSRAG_RERANKER_MODEL=ml:NAME: osrag's search sends its candidates through the alias's rerank
+    pipeline (fusion, then the ``rerank`` response processor), in the one search request; the
+    order is the toy model's own, the envelope names the reranker and says it ran in the cluster.
+    The same through ``_predict`` when the pipeline path is off; a model gone: ranked without it,
+    the note names it."""
     from osrag import PUBLIC, SearchClient
     from osrag.ingest.indexing import Ingester
+    from osrag.names import rerank_pipeline_name
     from osrag.store.alias import AliasStore
     from tests.integration.conftest import drop_alias
     from tests.integration.test_async import write_corpus
 
-    path, _, _ = toy
+    path, tok, graph = toy
     ml = MLCommons(os_client, poll_seconds=0.5)
     name = f"t-ce-{uuid.uuid4().hex[:8]}"
     meta = LocalModelMeta(
@@ -230,7 +234,9 @@ def test_search_reranks_in_the_cluster_and_says_so(
         text_similarity_config(),
     )
     info = ml.register_local(path, meta)
-    admin = AliasStore(settings)
+    s = settings.model_copy(update={"rerank": True, "reranker_model": f"ml:{name}", "rerank_depth": 3})
+    admin = AliasStore(s)
+    question = "сколько стоит доставка по Москве?"
     try:
         try:
             ml.deploy(info.model_id)
@@ -238,21 +244,54 @@ def test_search_reranks_in_the_cluster_and_says_so(
             if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
                 no_libtorch()
             raise
-        admin.install()
-        Ingester(settings, admin=admin).ingest([write_corpus(tmp_path / "kb")])
-        s = settings.model_copy(update={"rerank": True, "reranker_model": f"ml:{name}"})
-        env = SearchClient(s, principal=PUBLIC).search("сколько стоит доставка по Москве?", budget_tokens=400)
+        admin.install()  # the fusion pipelines and the rerank pipeline of the cluster model
+        pipeline = rerank_pipeline_name(s.alias, s.fusion)
+        assert admin.installed("search pipeline", pipeline) is not None
+        Ingester(s, admin=admin).ingest([write_corpus(tmp_path / "kb")])
+
+        client = SearchClient(s, principal=PUBLIC)
+        sent: list[dict[str, Any]] = []
+        answer = client._transport.answer
+
+        async def spy(step: Any) -> Any:
+            if getattr(step, "method", None) == "search":
+                sent.append(step.kwargs)
+            return await answer(step)
+
+        client._transport.answer = spy  # type: ignore[method-assign]
+        ret_fused = SearchClient(s, principal=PUBLIC).retrieve(question, depth=3)
+        env = client.search(question, budget_tokens=2000, depth=10)
+        assert len(sent) == 1 and sent[0]["params"]["search_pipeline"] == pipeline
+        assert sent[0]["body"]["ext"] == rerank_ext(question) and sent[0]["body"]["size"] == 3
         assert env.rerank.used and env.rerank.where == "cluster" and env.rerank.model == f"ml:{name}", (
             env.rerank
         )
-        assert env.rerank.reranked > 0
-        assert all(p.scores.rerank is not None for p in env.passages[: env.rerank.reranked])
+        assert env.rerank.reranked == 3  # min(depth, rerank_depth): the processor scores every hit it gets
+        # The first three fused candidates, in the toy model's order with its scores.
+        texts = {h.chunk_id: h.text for h in ret_fused.hits}
+        want = _local_scores(tok, graph, question, list(texts.values()))
+        scored = {cid: w for cid, w in zip(texts, want)}
+        got = [(p.chunk_id, p.scores.rerank) for p in env.passages]
+        assert got and {cid for cid, _ in got} <= set(scored)
+        assert [cid for cid, _ in got] == sorted((cid for cid, _ in got), key=lambda c: -scored[c])
+        assert all(abs(float(sc or 0) - scored[cid]) < 1e-3 for cid, sc in got), (got, scored)
+
+        # The same model through _predict (the pipeline path off): the same order.
+        by_predict = SearchClient(s, principal=PUBLIC)
+        by_predict.rerank_in_pipeline = False
+        env2 = by_predict.search(question, budget_tokens=2000, depth=3)
+        assert env2.rerank.used and env2.rerank.where == "cluster"
+        assert [p.chunk_id for p in env2.passages] == [p.chunk_id for p in env.passages]
 
         ml.undeploy(info.model_id)  # gone from the nodes: ranked without it, the note names it
-        env = SearchClient(s, principal=PUBLIC).search("сколько стоит доставка по Москве?", budget_tokens=400)
-        assert not env.rerank.used and name in env.rerank.note, env.rerank
+        env = SearchClient(s, principal=PUBLIC).search(question, budget_tokens=400)
+        assert not env.rerank.used and name in env.rerank.note and "\n" not in env.rerank.note, env.rerank
+        assert env.passages  # the search itself still answers, in fused order
     finally:
         drop_alias(admin.cluster.client, settings.alias)
+        os_client.transport.perform_request(
+            "DELETE", f"/_search/pipeline/{rerank_pipeline_name(s.alias, s.fusion)}", params={"ignore": 404}
+        )
         for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
             try:
                 step()

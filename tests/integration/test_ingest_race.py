@@ -22,8 +22,9 @@ from osrag.ingest.indexing import Ingester
 from osrag.names import HIDDEN_ID, state_index, visibility_filter
 from osrag.settings import Settings
 from osrag.store.alias import AliasStore
-from osrag.store.locking import WriteLock, WriteLockHeld, WriteLost, ensure_state_index, read_writer
+from osrag.store.locking import ensure_state_index
 from osrag.store.versions import VersionStore
+from osrag.store.writelock import WriteLock, WriteLockHeld, WriteLost, read_writer
 from tests.integration.test_races import finish, popen
 
 pytestmark = pytest.mark.integration

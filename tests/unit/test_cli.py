@@ -26,6 +26,7 @@ def test_version_and_help() -> None:
         "cleanup",
         "status",
         "demo",
+        "study",
     ):
         assert cmd in r.output
 

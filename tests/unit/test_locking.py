@@ -15,7 +15,7 @@ from opensearchpy.exceptions import TransportError
 
 from osrag.errors import ClusterError
 from osrag.names import HIDDEN_ID, state_index
-from osrag.store import locking
+from osrag.store import locking, writelock
 from osrag.store.locking import LockRecord, earliest, pid_alive
 
 ALIAS = "kb"
@@ -204,7 +204,7 @@ def holding(record: LockRecord | None, result: str = "noop") -> dict[str, Any]:
 
 def test_take_a_free_write_lock_and_release_it(fake_cluster: Any, fake_client: Any) -> None:
     fake_client.update.return_value = {"result": "updated"}
-    with locking.WriteLock(fake_cluster, ALIAS, "ingest of x", wait_s=0, lease_s=400) as lock:
+    with writelock.WriteLock(fake_cluster, ALIAS, "ingest of x", wait_s=0, lease_s=400) as lock:
         take = updates(fake_client)[0]
         assert (take["index"], take["id"]) == (STATE, HIDDEN_ID)
         w = take["body"]["script"]["params"]["w"]
@@ -222,8 +222,8 @@ def test_a_live_writer_is_waited_for_then_named(fake_cluster: Any, fake_client: 
         token="o", since="s", pid=os.getppid(), host=socket.gethostname(), what="osrag drop kb"
     )
     fake_client.update.return_value = holding(other)
-    with pytest.raises(locking.WriteLockHeld) as ei:
-        locking.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0).acquire()
+    with pytest.raises(writelock.WriteLockHeld) as ei:
+        writelock.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0).acquire()
     assert ei.value.holder == other
     assert "osrag drop kb" in str(ei.value) and f"pid {os.getppid()}" in str(ei.value)
     assert [u["body"]["script"]["params"]["takeover"] for u in updates(fake_client)] == [None]
@@ -232,14 +232,14 @@ def test_a_live_writer_is_waited_for_then_named(fake_cluster: Any, fake_client: 
 def test_a_dead_writer_on_this_host_is_taken_over_at_once(fake_cluster: Any, fake_client: Any) -> None:
     dead = LockRecord(token="gone", since="s", pid=dead_pid(), host=socket.gethostname(), what="ingest")
     fake_client.update.side_effect = [holding(dead), holding(None, "updated"), {"result": "updated"}]
-    lock = locking.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0, lease_s=400)
+    lock = writelock.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0, lease_s=400)
     lock.acquire()
     lock.release()
     assert [u["body"]["script"]["params"].get("takeover") for u in updates(fake_client)[:2]] == [None, "gone"]
 
 
 def test_renew_says_when_the_lease_was_lost(fake_cluster: Any, fake_client: Any) -> None:
-    lock = locking.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0)
+    lock = writelock.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0)
     fake_client.update.return_value = {"result": "updated"}
     assert lock.renew() is True
     params = fake_client.update.call_args.kwargs["body"]["script"]["params"]
@@ -249,13 +249,13 @@ def test_renew_says_when_the_lease_was_lost(fake_cluster: Any, fake_client: Any)
 
 
 def test_read_writer_ignores_a_lease_that_ran_out(fake_cluster: Any, node: Any) -> None:
-    assert locking.read_writer(fake_cluster, ALIAS) is None
+    assert writelock.read_writer(fake_cluster, ALIAS) is None
     now_ms = int(time.time() * 1000)
     w = LockRecord(token="w", what="ingest", expires_ms=now_ms + 60_000)
     node.put(STATE, HIDDEN_ID, {"keys": [], "writer": w.as_dict()})
-    assert locking.read_writer(fake_cluster, ALIAS) == w
+    assert writelock.read_writer(fake_cluster, ALIAS) == w
     node.put(STATE, HIDDEN_ID, {"keys": [], "writer": w.leased(now_ms - 1).as_dict()})
-    assert locking.read_writer(fake_cluster, ALIAS) is None
+    assert writelock.read_writer(fake_cluster, ALIAS) is None
 
 
 def test_the_dev_launcher_asks_the_same_liveness_check(

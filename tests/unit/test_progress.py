@@ -183,3 +183,42 @@ def test_update_to_shows_an_eta_only_from_measured_throughput() -> None:
         clock.t += 10
         bar.update_to(50, 100)
         assert out.getvalue().rstrip("\r\n ").endswith("ETA 0:10")
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "want"),
+    [
+        ({}, [], (1500, 40)),
+        ({"OSRAG_BUDGET_TOKENS": "700", "OSRAG_CANDIDATE_DEPTH": "25"}, [], (700, 25)),
+        ({"OSRAG_BUDGET_TOKENS": "700"}, ["--budget", "300", "--depth", "12"], (300, 12)),
+    ],
+)
+def test_eval_budget_and_depth_default_to_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    env: dict[str, str],
+    args: list[str],
+    want: tuple[int, int],
+) -> None:
+    """The CLI does not restate a setting's default: unset, --budget/--depth are the settings'."""
+    from click.testing import CliRunner
+
+    from osrag import evaluation
+    from osrag.cli import cli
+
+    seen: list[tuple[int, int]] = []
+
+    def run(settings: object, cfg: evaluation.EvalConfig, log: Callable[[str], None]) -> dict[str, object]:
+        seen.append((cfg.budget, cfg.depth))
+        return {"sets": []}
+
+    monkeypatch.setattr(evaluation, "run", run)
+    monkeypatch.setattr(evaluation, "format_table", lambda report: "the table")
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(
+        cli, ["eval", str(golden), *args], env={"OSRAG_URL": "http://127.0.0.1:1", **env}
+    )
+    assert res.exit_code == 0, res.output
+    assert seen == [want]

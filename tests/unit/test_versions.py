@@ -11,7 +11,7 @@ from osrag.chunking import Chunk, Document
 from osrag.errors import IndexStateError
 from osrag.ingest.prepared import PreparedDoc
 from osrag.names import HIDDEN_ID, state_index, visibility_filter
-from osrag.store import locking
+from osrag.store import writelock
 from osrag.store.locking import LockRecord
 from osrag.store.versions import VersionStore, bounded_id, version_key
 
@@ -140,18 +140,18 @@ def test_taken_by_others_names_another_file_with_the_same_id(store: VersionStore
 def test_a_flip_is_fenced_by_the_write_lock(
     store: VersionStore, fake_cluster: Any, fake_client: Any, node: Any
 ) -> None:
-    store.lock = locking.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0)
+    store.lock = writelock.WriteLock(fake_cluster, ALIAS, "ingest", wait_s=0)
     store.hide(add=["d1@v2"])
     body = fake_client.update.call_args.kwargs["body"]
     assert body["script"]["params"]["fence"] == store.lock.token and "upsert" not in body
-    assert body["script"]["source"].startswith(locking.FENCE)
+    assert body["script"]["source"].startswith(writelock.FENCE)
 
     other = LockRecord(token="o", since="s", pid=7, host="h2", what="osrag drop kb", expires_ms=2**62)
     node.put(STATE, HIDDEN_ID, {"keys": [], "writer": other.as_dict()})
     fake_client.update.return_value = {"result": "noop"}
-    with pytest.raises(locking.WriteLost, match="lost to osrag drop kb \\(pid 7 on h2\\)"):
+    with pytest.raises(writelock.WriteLost, match="lost to osrag drop kb \\(pid 7 on h2\\)"):
         store.hide(remove=["d1@v2"])
-    assert issubclass(locking.WriteLost, IndexStateError)
+    assert issubclass(writelock.WriteLost, IndexStateError)
 
 
 def test_an_id_over_512_bytes_is_hashed() -> None:
