@@ -259,7 +259,8 @@ def test_search_reranks_in_the_cluster_and_says_so(
             return await answer(step)
 
         client._transport.answer = spy  # type: ignore[method-assign]
-        ret_fused = SearchClient(s, principal=PUBLIC).retrieve(question, depth=3)
+        # The fused candidates of the same request (same depth, so the same k and pagination).
+        ret_fused = SearchClient(s, principal=PUBLIC).retrieve(question, depth=10)
         env = client.search(question, budget_tokens=2000, depth=10)
         assert len(sent) == 1 and sent[0]["params"]["search_pipeline"] == pipeline
         assert sent[0]["body"]["ext"] == rerank_ext(question) and sent[0]["body"]["size"] == 3
@@ -268,7 +269,7 @@ def test_search_reranks_in_the_cluster_and_says_so(
         )
         assert env.rerank.reranked == 3  # min(depth, rerank_depth): the processor scores every hit it gets
         # The first three fused candidates, in the toy model's order with its scores.
-        texts = {h.chunk_id: h.text for h in ret_fused.hits}
+        texts = {h.chunk_id: h.text for h in ret_fused.hits[:3]}
         want = _local_scores(tok, graph, question, list(texts.values()))
         scored = {cid: w for cid, w in zip(texts, want)}
         got = [(p.chunk_id, p.scores.rerank) for p in env.passages]
