@@ -247,6 +247,7 @@ def test_search_reranks_in_the_cluster_and_says_so(
         admin.install()  # the fusion pipelines and the rerank pipeline of the cluster model
         pipeline = rerank_pipeline_name(s.alias, s.fusion)
         assert admin.installed("search pipeline", pipeline) is not None
+        assert not [d for d in admin.check() if d.name == pipeline]
         Ingester(s, admin=admin).ingest([write_corpus(tmp_path / "kb")])
 
         client = SearchClient(s, principal=PUBLIC)
