@@ -13,6 +13,7 @@ warm-up. Prints a Markdown report (p50/p95 of the wall time of ``search()``, and
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -65,6 +66,7 @@ def main() -> int:
         for q in questions[: args.warmup]:
             for c in clients.values():
                 c.search(q, budget_tokens=args.budget)
+        load_before = os.getloadavg()[0]
         wall: dict[str, list[float]] = {k: [] for k in clients}
         took: dict[str, list[float]] = {k: [] for k in clients}
         same = 0
@@ -83,7 +85,8 @@ def main() -> int:
                 same += len({tuple(v) for v in got.values()}) == 1
             log(f"round {r + 1}/{args.rounds} done")
         n = len(questions) * args.rounds
-        rows = machine(f"{args.model} (ml-commons, local ONNX on the node)")
+        load = f"{load_before:.1f} before the timed searches, {os.getloadavg()[0]:.1f} after (1-minute load average)"
+        rows = machine(f"{args.model} (ml-commons, local ONNX on the node)", load=load)
         lines = [
             "# Query latency: the question embedded in the search request vs `_predict` first",
             "",

@@ -187,6 +187,24 @@ class AliasStore:
             )
         }
 
+    def rerank_drift(self) -> list[Drift]:
+        """What differs between the wanted rerank pipeline and the cluster's (``check``); a cluster
+        cross-encoder that cannot be found is itself the drift (searches then rank without it)."""
+        from osrag.mlcommons.errors import MLCommonsError
+
+        try:
+            wanted = self.desired_rerank_pipelines()
+        except MLCommonsError as exc:
+            name = rerank_pipeline_name(self.alias, self.s.fusion)
+            return [Drift(name, "search pipeline", [str(exc)])]
+        drifts = []
+        for name, body in wanted.items():
+            have = self.installed("search pipeline", name)
+            diffs = ["missing in cluster"] if have is None else _compare(body, have)
+            if diffs:
+                drifts.append(Drift(name, "search pipeline", diffs))
+        return drifts
+
     def install_rerank_pipelines(self) -> list[str]:
         """Put ``desired_rerank_pipelines`` into the cluster; the names put."""
         c = self.cluster
@@ -231,6 +249,7 @@ class AliasStore:
             diffs = ["missing in cluster"] if have is None else _compare(body, have)
             if diffs:
                 drifts.append(Drift(name, kind, diffs))
+        drifts += self.rerank_drift()
         index = self.current_index()
         if index is None:
             drifts.append(Drift(self.alias, "alias", ["no index behind the alias"]))

@@ -247,6 +247,7 @@ def test_search_reranks_in_the_cluster_and_says_so(
         admin.install()  # the fusion pipelines and the rerank pipeline of the cluster model
         pipeline = rerank_pipeline_name(s.alias, s.fusion)
         assert admin.installed("search pipeline", pipeline) is not None
+        assert not [d for d in admin.check() if d.name == pipeline]
         Ingester(s, admin=admin).ingest([write_corpus(tmp_path / "kb")])
 
         client = SearchClient(s, principal=PUBLIC)
@@ -259,7 +260,8 @@ def test_search_reranks_in_the_cluster_and_says_so(
             return await answer(step)
 
         client._transport.answer = spy  # type: ignore[method-assign]
-        ret_fused = SearchClient(s, principal=PUBLIC).retrieve(question, depth=3)
+        # The fused candidates of the same request (same depth, so the same k and pagination).
+        ret_fused = SearchClient(s, principal=PUBLIC).retrieve(question, depth=10)
         env = client.search(question, budget_tokens=2000, depth=10)
         assert len(sent) == 1 and sent[0]["params"]["search_pipeline"] == pipeline
         assert sent[0]["body"]["ext"] == rerank_ext(question) and sent[0]["body"]["size"] == 3
@@ -268,7 +270,7 @@ def test_search_reranks_in_the_cluster_and_says_so(
         )
         assert env.rerank.reranked == 3  # min(depth, rerank_depth): the processor scores every hit it gets
         # The first three fused candidates, in the toy model's order with its scores.
-        texts = {h.chunk_id: h.text for h in ret_fused.hits}
+        texts = {h.chunk_id: h.text for h in ret_fused.hits[:3]}
         want = _local_scores(tok, graph, question, list(texts.values()))
         scored = {cid: w for cid, w in zip(texts, want)}
         got = [(p.chunk_id, p.scores.rerank) for p in env.passages]

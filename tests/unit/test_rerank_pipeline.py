@@ -144,3 +144,21 @@ def test_hits_reranked_in_the_cluster_carry_the_models_score() -> None:
     off = _client(reranker_model="ml:ce")
     off.rerank_in_pipeline = False
     assert off._pipeline_reranker(True) is None
+
+
+def test_check_reports_the_rerank_pipeline_missing_or_its_model_not_found() -> None:
+    from osrag.mlcommons.errors import ModelMissing
+    from osrag.store.alias import AliasStore
+
+    s = Settings(url="http://127.0.0.1:1", alias="kb", rerank=True, reranker_model="ml:ce", _env_file=None)
+    admin = AliasStore(s, cluster=Mock())
+    name = rerank_pipeline_name("kb", s.fusion)
+    admin.desired_rerank_pipelines = Mock(return_value={name: FUSION})  # type: ignore[method-assign]
+    admin.installed = Mock(return_value=None)  # type: ignore[method-assign]
+    (drift,) = admin.rerank_drift()
+    assert (drift.name, drift.kind, drift.differences) == (name, "search pipeline", ["missing in cluster"])
+    admin.installed = Mock(return_value=FUSION)  # type: ignore[method-assign]
+    assert admin.rerank_drift() == []
+    admin.desired_rerank_pipelines = Mock(side_effect=ModelMissing("no ml-commons model ce in the cluster"))  # type: ignore[method-assign]
+    (drift,) = admin.rerank_drift()
+    assert drift.name == name and "no ml-commons model ce" in drift.differences[0]
