@@ -20,6 +20,7 @@ from typing import Any
 from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
+from osrag.mlcommons.errors import failure_in_items
 from osrag.mlcommons.pipelines import EMBED_INPUT_FIELD
 from osrag.names import content_hash, state_index, utcnow, visibility_filter
 from osrag.records import embedding_text
@@ -258,6 +259,15 @@ class IndexCopier:
                     progress(done, total)
 
         failed = bulk.write(self.cluster, actions(), "re-embedding bulk", pipeline=pipeline)
+        if failed and model_id is not None:
+            # The cluster's model could not embed the copies: one line naming it (every later copy
+            # would fail alike), not the generic count of unwritten items.
+            reasons = (bulk.reason(bulk.item_info(item).get("error")) for item in failed)
+            err = failure_in_items(reasons, emb.model_name, f"re-embedding into {target}")
+            if err is not None:
+                raise type(err)(
+                    f"{err}; alias not switched, run the same `osrag reindex` again once it is back"
+                )
         if failed:
             raise BulkIndexError(
                 f"re-embedding into {target} left items unwritten; alias not switched", failed

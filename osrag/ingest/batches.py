@@ -34,7 +34,7 @@ from osrag.ingest.prepared import PreparedDoc, document_version
 from osrag.ingest.readpool import COUNT_CACHE, ChunkPlan, chunk_outcome, chunks_of, plan_for
 from osrag.ingest.report import FileOutcome
 from osrag.ingest.stamps import FileStamp
-from osrag.mlcommons.errors import MLCommonsError, classify
+from osrag.mlcommons.errors import MLCommonsError, failure_in_items
 from osrag.records import IndexMeta, embedding_text
 from osrag.settings import Settings
 from osrag.store import bulk
@@ -285,13 +285,8 @@ def model_failure(items: Sequence[dict[str, Any]], model: str) -> MLCommonsError
     """One error naming ``model`` when bulk items failed because of it (not deployed, gone, a
     breaker open: ml-commons' reasons inside the items' errors), else None. Every later batch
     would fail the same way, so the ingest stops on it (``stop_on_model_failure``)."""
-    for item in items:
-        why = " ".join(bulk.reason(bulk.item_info(item).get("error")).split())[:300]
-        found = classify(why)
-        if found is not None:
-            cls, hint = found
-            return cls(f"model {model}: embedding at ingest failed: {why}; {hint}")
-    return None
+    reasons = (bulk.reason(bulk.item_info(item).get("error")) for item in items)
+    return failure_in_items(reasons, model, "embedding at ingest")
 
 
 def stop_on_model_failure(batch: Batch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from osrag.errors import ModelError
@@ -105,6 +106,19 @@ def explain(what: str, model: str | None, exc: Any) -> MLCommonsError:
     if status == 404 and model:
         return ModelMissing(f"{subject}: {what} failed: not in the cluster (404: {reason})")
     return MLCommonsError(f"{subject}: {what} failed ({status}): {reason}")
+
+
+def failure_in_items(reasons: Iterable[str], model: str, what: str) -> MLCommonsError | None:
+    """One error naming ``model`` when one of the failed bulk items' ``reasons`` is ml-commons saying
+    the model cannot embed (not deployed, gone, a breaker open), else None: every later write through
+    the same ingest pipeline would fail the same way."""
+    for raw in reasons:
+        why = " ".join(raw.split())[:300]
+        found = classify(why)
+        if found is not None:
+            cls, hint = found
+            return cls(f"model {model}: {what} failed: {why}; {hint}")
+    return None
 
 
 def model_failure(what: str, model: str | None, exc: BaseException) -> MLCommonsError | None:

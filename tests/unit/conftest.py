@@ -203,12 +203,14 @@ def sent_ids(body: str) -> list[str]:
 class BulkServer:
     """A bulk endpoint: refuses a whole request holding a ``bad*`` id (as OpenSearch does for a
     malformed action, e.g. an ``_id`` over 512 bytes), and answers single items with the statuses
-    queued in ``item_status`` (then 201). ``requests`` are the ids sent, ``sources`` what was written."""
+    queued in ``item_status`` (then 201), a failed one with ``item_error`` (type, reason) when set.
+    ``requests`` are the ids sent, ``sources`` what was written."""
 
     def __init__(self, item_status: dict[str, list[int]] | None = None) -> None:
         self.requests: list[list[str]] = []
         self.sources: dict[str, dict[str, Any]] = {}
         self.item_status = item_status or {}
+        self.item_error: tuple[str, str] | None = None
 
     def __call__(self, body: str, **_: Any) -> dict[str, Any]:
         lines = [json.loads(x) for x in body.strip().split("\n")]
@@ -222,7 +224,8 @@ class BulkServer:
             status = statuses.pop(0) if statuses else 201
             item: dict[str, Any] = {"_index": "i", "_id": i, "status": status}
             if status >= 300:
-                item["error"] = {"type": "mapper_parsing_exception", "reason": f"bad {i}"}
+                type_, reason = self.item_error or ("mapper_parsing_exception", f"bad {i}")
+                item["error"] = {"type": type_, "reason": reason}
             else:
                 self.sources[i] = src
             items.append({"index": item})

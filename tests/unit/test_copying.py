@@ -179,6 +179,28 @@ def test_re_embed_refuses_the_switch_when_items_fail(
         copier.copy(SOURCE, TARGET, fake_embedder(), REEMBED)
 
 
+def test_re_embed_through_a_cluster_model_that_is_gone_is_one_line_naming_it(
+    copier: IndexCopier, fake_client: Any, bulk_server: Any
+) -> None:
+    from osrag.mlcommons.errors import ModelNotDeployed
+
+    scroll_of(HITS, fake_client)
+    fake_client.ingest.get_pipeline.return_value = {}
+    emb = fake_embedder()
+    emb.ingest_pipeline_model.return_value = "m1"
+    emb.model_name = "ml:e5-small"
+    bulk_server.item_status = {"d2@v:0": [400]}
+    bulk_server.item_error = (
+        "illegal_argument_exception",
+        "Model not ready yet. Please deploy the model first.",
+    )
+    with pytest.raises(ModelNotDeployed) as got:
+        copier.copy(SOURCE, TARGET, emb, REEMBED, total=2)
+    line = str(got.value)
+    assert "\n" not in line and "model ml:e5-small" in line and "alias not switched" in line
+    assert "osrag model deploy" in line
+
+
 # ---------------------------------------------------------------- the catch-up
 class Index:
     """Versions per document per index, as the catch-up's aggregations read them; ``written``
