@@ -236,6 +236,15 @@ class Embedder:
         """A hash of the files the model was loaded from (None when they cannot be found)."""
         return self._fingerprint_of(self.model)
 
+    def ingest_pipeline_model(self) -> str | None:
+        """The ml-commons model id when the model is a local one in the cluster: passages are then
+        embedded at ingest by the cluster, through an ingest pipeline (``osrag.mlcommons.pipelines``);
+        None for a model that runs here or behind a connector (embedded by ``encode_passages``)."""
+        if self.backend != "ml-commons":
+            return None
+        info = self.model.info
+        return str(info.model_id) if info.where == "cluster" else None
+
     @property
     def loaded(self) -> bool:
         return self._model is not None

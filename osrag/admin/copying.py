@@ -20,9 +20,11 @@ from typing import Any
 from osrag.connection import Cluster
 from osrag.embedding import Embedder
 from osrag.errors import BulkIndexError, IndexStateError
+from osrag.mlcommons.pipelines import EMBED_INPUT_FIELD
 from osrag.names import content_hash, state_index, utcnow, visibility_filter
 from osrag.records import embedding_text
 from osrag.store import bulk, locking
+from osrag.store.alias import ensure_ingest_pipeline
 from osrag.store.versions import visible_values
 
 #: The two copy methods (``ReindexPlan.method``).
@@ -234,6 +236,9 @@ class IndexCopier:
             "_source": {"excludes": ["embedding"]},
         }
         done = 0
+        # A local model in the cluster embeds the copies itself, through the alias's ingest pipeline.
+        model_id = emb.ingest_pipeline_model()
+        pipeline = ensure_ingest_pipeline(self.cluster, self.alias, model_id) if model_id else None
 
         def actions() -> Any:
             nonlocal done
@@ -241,33 +246,41 @@ class IndexCopier:
             for hit in scan(client, index=source, query=query, size=200, preserve_order=False):
                 batch.append(hit)
                 if len(batch) >= 64:
-                    yield from reembedded(batch, target, emb)
+                    yield from reembedded(batch, target, emb, in_cluster=pipeline is not None)
                     done += len(batch)
                     batch = []
                     if progress:
                         progress(done, total)
             if batch:
-                yield from reembedded(batch, target, emb)
+                yield from reembedded(batch, target, emb, in_cluster=pipeline is not None)
                 done += len(batch)
                 if progress:
                     progress(done, total)
 
-        failed = bulk.write(self.cluster, actions(), "re-embedding bulk")
+        failed = bulk.write(self.cluster, actions(), "re-embedding bulk", pipeline=pipeline)
         if failed:
             raise BulkIndexError(
                 f"re-embedding into {target} left items unwritten; alias not switched", failed
             )
 
 
-def reembedded(batch: list[dict[str, Any]], target: str, emb: Embedder) -> Iterator[dict[str, Any]]:
-    """Index actions for ``target``: the hits' sources with new embeddings (and ``content_hash``)."""
+def reembedded(
+    batch: list[dict[str, Any]], target: str, emb: Embedder, *, in_cluster: bool = False
+) -> Iterator[dict[str, Any]]:
+    """Index actions for ``target``: the hits' sources with new embeddings (and ``content_hash``);
+    ``in_cluster``: with the text to embed instead, for the ingest pipeline the bulk names."""
     # What ingest embedded: the chunk's context (osrag.ingest.context) with its text.
-    vecs = emb.encode_passages(
-        [embedding_text(str(h["_source"].get("context") or ""), h["_source"].get("text", "")) for h in batch]
-    )
-    for h, v in zip(batch, vecs):
+    texts = [
+        embedding_text(str(h["_source"].get("context") or ""), h["_source"].get("text", "")) for h in batch
+    ]
+    vecs: Any = [None] * len(batch) if in_cluster else emb.encode_passages(texts)
+    for h, v, text in zip(batch, vecs, texts):
         src = dict(h["_source"])
-        src["embedding"] = [float(x) for x in v]
+        if in_cluster:
+            src.pop("embedding", None)
+            src[EMBED_INPUT_FIELD] = text
+        else:
+            src["embedding"] = [float(x) for x in v]
         src["content_hash"] = content_hash(str(src.get("body") or src.get("text", "")))
         yield {"_op_type": "index", "_index": target, "_id": h["_id"], "_source": src}
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from osrag.connection import Cluster
 from osrag.errors import ClusterError, IndexStateError
+from osrag.mlcommons.pipelines import embed_pipeline_name, is_osrag_pipeline
 from osrag.names import index_regex, pipeline_name, state_index, template_name
 from osrag.settings import Settings
 from osrag.store.alias import AliasStore
@@ -137,6 +138,8 @@ class DropPlan:
     index_templates: list[str] = field(default_factory=list)
     component_templates: list[str] = field(default_factory=list)
     pipelines: list[str] = field(default_factory=list)
+    #: The ingest pipelines through which a cluster model embedded (``osrag.mlcommons.pipelines``).
+    ingest_pipelines: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
 
     @property
@@ -147,6 +150,7 @@ class DropPlan:
             or self.index_templates
             or self.component_templates
             or self.pipelines
+            or self.ingest_pipelines
         )
 
     def lines(self) -> list[str]:
@@ -156,6 +160,7 @@ class DropPlan:
         out += [f"index template {t}" for t in self.index_templates]
         out += [f"component template {t}" for t in self.component_templates]
         out += [f"search pipeline {p}" for p in self.pipelines]
+        out += [f"ingest pipeline {p}" for p in self.ingest_pipelines]
         return out
 
 
@@ -231,7 +236,28 @@ def plan_drop(settings: Settings, alias: str | None = None, admin: AliasStore | 
             plan.kept.append(f"search pipeline {name}: default search pipeline of index {in_use[name]}")
         else:
             plan.pipelines.append(name)
+    plan.ingest_pipelines = _embed_pipelines(c, alias)
     return plan
+
+
+def _embed_pipelines(cluster: Cluster, alias: str) -> list[str]:
+    """The alias's ingest pipelines (``{alias}-embed-{model id}``, osrag's by their description);
+    not those of an alias whose name extends this one's (``{alias}-embed-x-embed-{id}``)."""
+    prefix = embed_pipeline_name(alias, "")
+    got = cluster.call(
+        "list ingest pipelines",
+        cluster.client.transport.perform_request,
+        "GET",
+        f"/_ingest/pipeline/{prefix}*",
+        params={"ignore": 404},
+    )
+    return sorted(
+        name
+        for name, body in (got or {}).items()
+        if name.startswith(prefix)
+        and "-embed-" not in name[len(prefix) :]
+        and is_osrag_pipeline(body if isinstance(body, dict) else None)
+    )
 
 
 def _default_pipelines(cluster: Cluster, dropping: set[str]) -> dict[str, str]:
@@ -290,6 +316,8 @@ def drop(settings: Settings, plan: DropPlan, admin: AliasStore | None = None) ->
             c.call(
                 f"delete component template {t}", client.cluster.delete_component_template, name=t, ignore=404
             )
+        for p in plan.ingest_pipelines:
+            c.call(f"delete ingest pipeline {p}", client.ingest.delete_pipeline, id=p, ignore=404)
         for p in plan.pipelines:
             c.call(
                 f"delete search pipeline {p}",

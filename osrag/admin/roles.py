@@ -7,7 +7,8 @@
   index the visibility filter looks up. No writes, no other index.
 * ``{alias}-writer`` -- the reader's rights plus what ``osrag ingest`` does: bulk writes,
   delete-by-query of old versions, ``_meta`` and refresh-interval updates, the state index
-  (created on the first ingest; locks, hidden versions).
+  (created on the first ingest; locks, hidden versions), and for a model in the cluster its
+  ingest pipeline (get, put) and the model's predict.
 * ``{alias}-admin`` -- templates, search pipelines, index create/delete, alias moves and
   reindex, for this alias's names only.
 * ``{alias}-dls-{group}`` (optional, one per ACL group) -- the reader's rights with a
@@ -82,6 +83,18 @@ _WRITE_INDEX = (
     "indices:admin/settings/update",
     "indices:admin/refresh*",
 )
+#: An index whose model is a local ml-commons model is written through its ingest pipeline
+#: (``osrag.mlcommons.pipelines``): ingest reads it and puts it when missing (pipelines are
+#: cluster-level, not scoped by name), finds the model (by id, or by name through a model search)
+#: and has it embed -- the ``text_embedding`` processor predicts as the bulk's caller, as
+#: ``_predict`` does for a remote model.
+_WRITE_CLUSTER_MODEL = (
+    "cluster:admin/ingest/pipeline/get",
+    "cluster:admin/ingest/pipeline/put",
+    "cluster:admin/opensearch/ml/models/get",
+    "cluster:admin/opensearch/ml/models/search",
+    "cluster:admin/opensearch/ml/predict",
+)
 #: The state index: created by the first ingest (exists check, create, mapping), then
 #: documents read and written (lock, writers register, hidden versions).
 _WRITE_STATE = (
@@ -102,6 +115,7 @@ _ADMIN_CLUSTER = (
     "cluster:admin/component_template/*",
     "indices:admin/index_template/*",
     "cluster:admin/search/pipeline/*",
+    "cluster:admin/ingest/pipeline/*",  # install puts the embed pipeline, drop deletes it
     "indices:data/write/reindex",
     "indices:data/read/scroll*",  # _reindex reads the source by scroll (scroll, scroll/clear)
     "cluster:monitor/*",
@@ -150,7 +164,9 @@ def writer_role(alias: str) -> dict[str, Any]:
     """The reader's rights plus ``osrag ingest`` into the alias's live index."""
     return {
         "description": f"osrag: search and ingest alias {alias}",
-        "cluster_permissions": sorted({*_READ_CLUSTER, *_CAPABILITIES_CLUSTER, *_WRITE_CLUSTER}),
+        "cluster_permissions": sorted(
+            {*_READ_CLUSTER, *_CAPABILITIES_CLUSTER, *_WRITE_CLUSTER, *_WRITE_CLUSTER_MODEL}
+        ),
         "index_permissions": [
             _perm(_chunk_patterns(alias), (*_READ_INDEX, *_WRITE_INDEX)),
             _perm([state_index(alias)], _WRITE_STATE),
@@ -166,7 +182,7 @@ def admin_role(alias: str) -> dict[str, Any]:
             f"{pipeline_name(alias, 'rrf')}…, indices, reindex)"
         ),
         "cluster_permissions": sorted(
-            {*_READ_CLUSTER, *_CAPABILITIES_CLUSTER, *_WRITE_CLUSTER, *_ADMIN_CLUSTER}
+            {*_READ_CLUSTER, *_CAPABILITIES_CLUSTER, *_WRITE_CLUSTER, *_WRITE_CLUSTER_MODEL, *_ADMIN_CLUSTER}
         ),
         "index_permissions": [
             _perm([*_chunk_patterns(alias), state_index(alias)], ("indices_all",)),

@@ -34,8 +34,11 @@ from osrag.ingest.prepared import PreparedDoc, document_version
 from osrag.ingest.readpool import COUNT_CACHE, ChunkPlan, chunk_outcome, chunks_of, plan_for
 from osrag.ingest.report import FileOutcome
 from osrag.ingest.stamps import FileStamp
+from osrag.mlcommons.errors import MLCommonsError, classify
 from osrag.records import IndexMeta, embedding_text
 from osrag.settings import Settings
+from osrag.store import bulk
+from osrag.store.alias import ensure_ingest_pipeline
 from osrag.store.versions import BatchOutcome, VersionStore, version_key
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,9 @@ class Batch:
     written_before: int = 0
     #: Set by ``write``: what the bulk write left unwritten.
     outcome: BatchOutcome | None = None
+    #: Set by ``embed`` when the cluster embeds the new chunks at ingest: the local ml-commons
+    #: model (its id and how the index names it) whose ingest pipeline the bulk requests name.
+    pipeline_model: tuple[str, str] | None = None
 
     @property
     def paths(self) -> list[str]:
@@ -120,6 +126,14 @@ class LazyModel:
         """What a worker process needs to chunk and count as ``counter`` does (``osrag.ingest.readpool``),
         or None when only this process can count (the model is loaded here, never in a worker)."""
         return plan_for(self.get(), recipe.strategy, recipe.config)
+
+    def pipeline_model(self) -> tuple[str, str] | None:
+        """(model id, the index's name for it) when the model is a local ml-commons model: the
+        cluster embeds new chunks through the alias's ingest pipeline (``osrag.mlcommons.pipelines``);
+        None for a model that runs here or behind a connector (which keep ``_predict``)."""
+        emb = self.get()
+        model_id = emb.ingest_pipeline_model()
+        return (model_id, emb.model_name) if model_id is not None else None
 
     def get(self) -> Embedder:
         if self._emb is None:
@@ -229,7 +243,13 @@ def embed(
         id(p): [embedding_text(x, c.text) for c, x in zip(p.chunks, _contexts(p))] for p in batch.todo
     }
     texts = [t for p in batch.todo for t in texts_of[id(p)] if t not in stored]
-    new = iter(_encode(model, texts, len(batch.todo), on_embedded) if texts else [])
+    batch.pipeline_model = model.pipeline_model() if texts else None
+    if batch.pipeline_model is not None:  # the cluster embeds them as they are written: no vector here
+        new = iter([None] * len(texts))
+        if on_embedded is not None:
+            on_embedded(len(texts), len(texts), len(batch.todo))
+    else:
+        new = iter(_encode(model, texts, len(batch.todo), on_embedded) if texts else [])
     for p in batch.todo:
         p.vectors = [stored[t] if t in stored else next(new) for t in texts_of[id(p)]]
     batch.reused_vectors = sum(len(p.chunks) for p in batch.todo) - len(texts)
@@ -253,8 +273,42 @@ def _encode(model: LazyModel, texts: list[str], docs: int, on_embedded: EmbedPro
 
 
 def write(batch: Batch, store: VersionStore, index: str) -> None:
-    """The write stage: the batch's chunks, hidden (``VersionStore.write_hidden``)."""
-    batch.outcome = store.write_hidden(index, batch.todo)
+    """The write stage: the batch's chunks, hidden (``VersionStore.write_hidden``); through the
+    alias's ingest pipeline (put when missing) when the cluster embeds them."""
+    pipeline = None
+    if batch.pipeline_model is not None:
+        pipeline = ensure_ingest_pipeline(store.cluster, store.alias, batch.pipeline_model[0])
+    batch.outcome = store.write_hidden(index, batch.todo, pipeline)
+
+
+def model_failure(items: Sequence[dict[str, Any]], model: str) -> MLCommonsError | None:
+    """One error naming ``model`` when bulk items failed because of it (not deployed, gone, a
+    breaker open: ml-commons' reasons inside the items' errors), else None. Every later batch
+    would fail the same way, so the ingest stops on it (``stop_on_model_failure``)."""
+    for item in items:
+        why = " ".join(bulk.reason(bulk.item_info(item).get("error")).split())[:300]
+        found = classify(why)
+        if found is not None:
+            cls, hint = found
+            return cls(f"model {model}: embedding at ingest failed: {why}; {hint}")
+    return None
+
+
+def stop_on_model_failure(batch: Batch) -> None:
+    """After the flip (the batch's fully written documents shown, its partial ones deleted): raise
+    one line naming the model when the cluster could not embed, and how to resume."""
+    if batch.pipeline_model is None or batch.outcome is None or not batch.outcome.failed:
+        return
+    model_id, name = batch.pipeline_model
+    err = model_failure(batch.outcome.failed_items, name if model_id in name else f"{name} ({model_id})")
+    if err is None:
+        return
+    not_written = len(batch.outcome.failed)
+    raise type(err)(
+        f"{err}; ingest stopped: {not_written} document(s) of this batch not written, "
+        f"{batch.written_before + len(batch.todo) - not_written} written; later files were not "
+        "read; run the same `osrag ingest` again to index the rest"
+    )
 
 
 def flip(batch: Batch, store: VersionStore, index: str) -> None:
@@ -335,8 +389,10 @@ __all__ = [
     "embed",
     "fill",
     "flip",
+    "model_failure",
     "parse",
     "prepared",
+    "stop_on_model_failure",
     "version",
     "write",
 ]

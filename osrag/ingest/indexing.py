@@ -306,6 +306,7 @@ class Ingester:
         """The write and flip stages of one embedded batch (hidden, refresh, one flip)."""
         batches.write(batch, self.store, index)
         batches.flip(batch, self.store, index)
+        batches.stop_on_model_failure(batch)  # the cluster's model failed: one line, resumable
 
     # -- keys
     def _version(self, doc: Document, model_name: str, stamp: FileStamp | None = None) -> str:

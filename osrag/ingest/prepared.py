@@ -18,8 +18,9 @@ from osrag.chunking import Chunk, Document
 from osrag.ingest.convert import TEXT_FORMATS
 from osrag.ingest.frontmatter import acl_groups
 from osrag.ingest.stamps import FileStamp
+from osrag.mlcommons.pipelines import EMBED_INPUT_FIELD
 from osrag.names import content_hash
-from osrag.records import StoredChunk
+from osrag.records import StoredChunk, embedding_text
 from osrag.store.versions import bounded_id
 
 
@@ -31,7 +32,8 @@ class PreparedDoc:
     path: str
     version_key: str
     chunks: list[Chunk]
-    vectors: Any = None  # one embedding per chunk
+    #: One embedding per chunk; None for a chunk the cluster embeds (``osrag.mlcommons.pipelines``).
+    vectors: Any = None
     stamp: FileStamp | None = (
         None  # the file it was read from (osrag.ingest.stamps); None for in-memory documents
     )
@@ -138,7 +140,12 @@ def chunk_source(
         "token_count": c.token_count,
         "updated_at": _date_or_none(md.get("updated_at")),
         "ingested_at": now,
-        "embedding": [float(x) for x in vector],
+        # No vector: the cluster's ingest pipeline embeds this text into ``embedding`` and drops the field.
+        **(
+            {"embedding": [float(x) for x in vector]}
+            if vector is not None
+            else {EMBED_INPUT_FIELD: embedding_text(context, c.text)}
+        ),
         "source_format": fmt if fmt not in TEXT_FORMATS else None,
         **where,
     }

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 from osrag.chunking import Chunk, ChunkingConfig, Document, chunk_document
 from osrag.chunking.model import MAX_CHARS_PER_TOKEN
-from osrag.errors import DocumentError, DocumentSkipped
+from osrag.errors import DocumentError, DocumentSkipped, ModelError
 from osrag.ingest.documents import ReadReport, ReadTask, guard_chunks
 from osrag.ingest.report import FileOutcome
 
@@ -88,6 +88,10 @@ def chunk_outcome(path: str, work: Callable[[], T]) -> T | FileOutcome:
         return FileOutcome(exc.path, "left_out", exc.reason)
     except DocumentError as exc:
         return FileOutcome(exc.path, "failed", exc.reason)
+    except ModelError:
+        # The index's model cannot count (a cluster model undeployed or gone): every file would
+        # fail alike, and a failed file's previous version is withdrawn, so the ingest stops.
+        raise
     except Exception as exc:
         return FileOutcome(path, "failed", f"cannot chunk: {type(exc).__name__}: {exc}")
 

@@ -65,6 +65,14 @@ _MAP: tuple[tuple[str, type[MLCommonsError], str], ...] = (
 )
 
 
+def classify(reason: str) -> tuple[type[MLCommonsError], str] | None:
+    """(error class, hint) when ``reason`` is one of ml-commons' known failures, else None."""
+    for pattern, cls, hint in _MAP:
+        if re.search(pattern, reason):
+            return cls, hint
+    return None
+
+
 def reason_of(exc: Any) -> tuple[int | str, str]:
     """(status, ml-commons' own reason) from an opensearch-py transport error."""
     status = getattr(exc, "status_code", "?")
@@ -90,9 +98,10 @@ def explain(what: str, model: str | None, exc: Any) -> MLCommonsError:
         return ClusterModelsUnavailable(f"{subject}: {what}: cannot reach the cluster ({type(exc).__name__})")
     status, reason = reason_of(exc)
     reason = " ".join(reason.split())[:300]
-    for pattern, cls, hint in _MAP:
-        if re.search(pattern, reason):
-            return cls(f"{subject}: {what} failed ({status}): {reason}; {hint}")
+    found = classify(reason)
+    if found is not None:
+        cls, hint = found
+        return cls(f"{subject}: {what} failed ({status}): {reason}; {hint}")
     if status == 404 and model:
         return ModelMissing(f"{subject}: {what} failed: not in the cluster (404: {reason})")
     return MLCommonsError(f"{subject}: {what} failed ({status}): {reason}")

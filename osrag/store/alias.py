@@ -21,6 +21,10 @@ from osrag.capabilities import SERVERLESS_VERSION, Capabilities, detect, pipelin
 from osrag.connection import Cluster
 from osrag.embedding import Embedder, embedder_for
 from osrag.errors import IndexStateError, OsragError
+from osrag.mlcommons.blueprints import is_cluster_model, parse_ref
+from osrag.mlcommons.errors import MLCommonsError
+from osrag.mlcommons.pipelines import embed_pipeline, embed_pipeline_name, pipeline_drift
+from osrag.mlcommons.records import ModelInfo
 from osrag.names import ANALYZERS, pipeline_name, template_name, utcnow
 from osrag.records import IndexMeta
 from osrag.settings import Settings
@@ -160,6 +164,7 @@ class AliasStore:
         if emb is not None and self.current_index() is None:
             created = self.create_index(embedder=emb)
             self.point_alias(created)
+        self.install_ingest_pipeline()
         return {"alias": self.alias, "created_index": created, "index": self.current_index()}
 
     def installed(self, kind: str, name: str) -> dict[str, Any] | None:
@@ -206,6 +211,7 @@ class AliasStore:
             ]
             if diffs:
                 drifts.append(Drift(index, "index", diffs))
+        drifts += self.ingest_pipeline_drift()
         return drifts
 
     def layout(self, index: str) -> dict[str, int]:
@@ -214,6 +220,48 @@ class AliasStore:
         got = c.call("get index settings", c.client.indices.get_settings, index=index)
         idx = next(iter(got.values()))["settings"]["index"]
         return {"shards": int(idx["number_of_shards"]), "replicas": int(idx["number_of_replicas"])}
+
+    # ---- the ingest pipeline of a model in the cluster (osrag.mlcommons.pipelines) ------------------
+    def pipeline_model(self) -> ModelInfo | None:
+        """The local ml-commons model the alias's index is pinned to (the settings' model while
+        there is no index), which embeds at ingest through a pipeline; None for a model that runs
+        in the app or behind a connector (those keep ``_predict``). ``MLCommonsError`` when gone."""
+        index = self.current_index()
+        spec = self.meta(index).embedding_model if index else self.s.effective_embedding_model
+        if not spec or not is_cluster_model(spec):
+            return None
+        from osrag.mlcommons.client import MLCommons
+
+        info = MLCommons(self.cluster.client).find(parse_ref(spec))
+        return info if info.where == "cluster" else None
+
+    def desired_ingest_pipeline(self, model_id: str | None = None) -> tuple[str, dict[str, Any]] | None:
+        """(name, body) of the ingest pipeline for ``model_id`` (default: ``pipeline_model``'s), or None."""
+        if model_id is None:
+            info = self.pipeline_model()
+            if info is None:
+                return None
+            model_id = info.model_id
+        return embed_pipeline_name(self.alias, model_id), embed_pipeline(model_id)
+
+    def install_ingest_pipeline(self, model_id: str | None = None) -> str | None:
+        """Put the ingest pipeline (``desired_ingest_pipeline``); its name, None when there is none."""
+        wanted = self.desired_ingest_pipeline(model_id)
+        if wanted is None:
+            return None
+        return put_ingest_pipeline(self.cluster, *wanted)
+
+    def ingest_pipeline_drift(self) -> list[Drift]:
+        """What differs between the ingest pipeline the alias's model needs and the cluster's."""
+        try:
+            wanted = self.desired_ingest_pipeline()
+        except MLCommonsError as exc:  # the model is gone: ingest would fail, so say it here
+            return [Drift(self.alias, "ingest pipeline", [str(exc)])]
+        if wanted is None:
+            return []
+        name, body = wanted
+        diffs = pipeline_drift(body, installed_ingest_pipeline(self.cluster, name))
+        return [Drift(name, "ingest pipeline", diffs)] if diffs else []
 
     # ---- indices --------------------------------------------------------------------
     def create_index(self, model_name: str | None = None, embedder: Embedder | None = None) -> str:
@@ -331,6 +379,27 @@ class AliasStore:
 
     def tokens(self, text: str, analyzer: str = "ru_index") -> list[str]:
         return [t["token"] for t in self.analyze(text, (analyzer,))[analyzer]]
+
+
+def put_ingest_pipeline(cluster: Cluster, name: str, body: dict[str, Any]) -> str:
+    """PUT one ingest pipeline; its name."""
+    cluster.call(f"put ingest pipeline {name}", cluster.client.ingest.put_pipeline, id=name, body=body)
+    return name
+
+
+def installed_ingest_pipeline(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    """The ingest pipeline ``name`` as the cluster holds it, None when there is none."""
+    got = cluster.call(f"get ingest pipeline {name}", cluster.client.ingest.get_pipeline, id=name, ignore=404)
+    return got.get(name) if isinstance(got, dict) else None
+
+
+def ensure_ingest_pipeline(cluster: Cluster, alias: str, model_id: str) -> str:
+    """The name of the alias's ingest pipeline for ``model_id``, put when missing or different
+    (ingest and reindex call it before writing through it)."""
+    name, body = embed_pipeline_name(alias, model_id), embed_pipeline(model_id)
+    if pipeline_drift(body, installed_ingest_pipeline(cluster, name)):
+        put_ingest_pipeline(cluster, name, body)
+    return name
 
 
 def resolve_mapping(alias: str, got: Mapping[str, Any] | None) -> tuple[str, IndexMeta, dict[str, Any]]:

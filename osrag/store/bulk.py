@@ -35,15 +35,21 @@ MIN_REQUEST_TIMEOUT_S = 60.0
 
 
 def write(
-    cluster: Cluster, actions: Iterable[dict[str, Any]], what: str, concurrency: int | None = None
+    cluster: Cluster,
+    actions: Iterable[dict[str, Any]],
+    what: str,
+    concurrency: int | None = None,
+    pipeline: str | None = None,
 ) -> list[dict[str, Any]]:
     """Write ``actions`` in requests of ``bulk_chunk_size``; the items that failed after retries.
 
-    ``concurrency`` (default ``bulk_concurrency``) requests may be in flight at once."""
+    ``concurrency`` (default ``bulk_concurrency``) requests may be in flight at once. ``pipeline``:
+    the ingest pipeline every request names (the cluster embeds the chunks there, so requests in
+    flight at once are inference spread over the ML nodes)."""
     s = cluster.settings
     n = s.bulk_concurrency if concurrency is None else concurrency
     if n <= 1:
-        return _write_serial(cluster, actions, what)
+        return _write_serial(cluster, actions, what, pipeline)
     failed: list[dict[str, Any]] = []
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="osrag-bulk") as pool:
         pending: set[Future[list[dict[str, Any]]]] = set()
@@ -53,7 +59,7 @@ def write(
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for f in done:
                         failed.extend(f.result())
-                pending.add(pool.submit(_write_serial, cluster, part, what))
+                pending.add(pool.submit(_write_serial, cluster, part, what, pipeline))
         finally:
             # Every request sent is waited for (no write outlives the call), even when the
             # action stream or one request raised; the first error then propagates.
@@ -69,20 +75,25 @@ def _parts(actions: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[s
         yield part
 
 
-def _write_serial(cluster: Cluster, actions: Iterable[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+def _write_serial(
+    cluster: Cluster, actions: Iterable[dict[str, Any]], what: str, pipeline: str | None = None
+) -> list[dict[str, Any]]:
     failed: list[dict[str, Any]] = []
     for part in _parts(actions, cluster.settings.bulk_chunk_size):
-        failed.extend(_write_part(cluster, part, what))
+        failed.extend(_write_part(cluster, part, what, pipeline))
     return failed
 
 
-def _write_part(cluster: Cluster, part: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+def _write_part(
+    cluster: Cluster, part: list[dict[str, Any]], what: str, pipeline: str | None = None
+) -> list[dict[str, Any]]:
     """One request's worth of actions; a whole-request 4xx is split down to its culprits."""
     from opensearchpy.helpers import streaming_bulk
 
     s = cluster.settings
     failed: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []  # items of a request the server refused as a whole
+    params: dict[str, Any] = {"pipeline": pipeline} if pipeline else {}
     with translate_errors(s.url, what):
         for ok, item in streaming_bulk(
             cluster.client,
@@ -94,6 +105,7 @@ def _write_part(cluster: Cluster, part: list[dict[str, Any]], what: str) -> list
             raise_on_error=False,
             raise_on_exception=False,
             request_timeout=max(MIN_REQUEST_TIMEOUT_S, s.timeout_s),
+            **params,
         ):
             if ok:
                 continue
@@ -109,7 +121,7 @@ def _write_part(cluster: Cluster, part: list[dict[str, Any]], what: str) -> list
         half = (len(again) + 1) // 2
         for piece in (again[:half], again[half:]):
             if piece:
-                failed.extend(_write_part(cluster, piece, what))
+                failed.extend(_write_part(cluster, piece, what, pipeline))
     return failed
 
 

@@ -175,11 +175,13 @@ class VersionStore:
         self.flip(index, todo, current, outcome)
         return outcome
 
-    def write_hidden(self, index: str, todo: Sequence[VersionToWrite]) -> BatchOutcome:
-        """The write stage: hide the new version keys, stream their chunks, refresh. Readers see
-        nothing of it until ``flip``."""
+    def write_hidden(
+        self, index: str, todo: Sequence[VersionToWrite], pipeline: str | None = None
+    ) -> BatchOutcome:
+        """The write stage: hide the new version keys, stream their chunks (through the ingest
+        ``pipeline`` when the cluster embeds them), refresh. Readers see nothing of it until ``flip``."""
         self.hide(add=[p.version_key for p in todo])
-        outcome = self._bulk(index, todo, utcnow().isoformat())
+        outcome = self._bulk(index, todo, utcnow().isoformat(), pipeline)
         self.cluster.call("refresh", self.cluster.client.indices.refresh, index=index)
         return outcome
 
@@ -255,7 +257,9 @@ class VersionStore:
                 out[embedding_text(str(src.get("context") or ""), src["text"])] = src["embedding"]
         return out
 
-    def _bulk(self, index: str, todo: Sequence[VersionToWrite], now: str) -> BatchOutcome:
+    def _bulk(
+        self, index: str, todo: Sequence[VersionToWrite], now: str, pipeline: str | None = None
+    ) -> BatchOutcome:
         """Stream the chunks; the documents with failed items, by version key, and those items."""
         key_of: dict[str, str] = {}  # _id -> version key, for failed items (ids may be hashes)
 
@@ -266,7 +270,7 @@ class VersionStore:
                     yield action
 
         failed: dict[str, str] = {}
-        items = bulk.write(self.cluster, actions(), "bulk write")
+        items = bulk.write(self.cluster, actions(), "bulk write", pipeline=pipeline)
         for item in items:
             info = bulk.item_info(item)
             key = key_of.get(str(info.get("_id", "")), str(info.get("_id", "")).rsplit(":", 1)[0])

@@ -114,6 +114,8 @@ def drop_alias(client: Any, alias: str) -> None:
         client.transport.perform_request(
             "DELETE", f"/_search/pipeline/{alias}-{variant}", params={"ignore": 404}
         )
+    # The ingest pipelines through which a cluster model embeds (osrag.mlcommons.pipelines).
+    client.transport.perform_request("DELETE", f"/_ingest/pipeline/{alias}-embed-*", params={"ignore": 404})
 
 
 @pytest.fixture

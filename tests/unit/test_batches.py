@@ -108,6 +108,7 @@ def test_embed_records_outcomes_on_the_batch_and_reuses_stored_vectors() -> None
     store.visible_versions.return_value = {"same": {"same@v1"}, "changed": {"changed@v0"}}
     store.stored_vectors.return_value = {"text 0": [0.5]}
     model = Mock(spec=batches.LazyModel)
+    model.pipeline_model.return_value = None  # a model that runs here: vectors from encode_passages
     model.get.return_value.encode_passages.side_effect = lambda texts: [[1.0] for _ in texts]
     batch = Batch([_prepared("taken"), _prepared("same"), _prepared("changed", 2)])
     batches.embed(batch, store, "idx", model, replace=False)
@@ -157,6 +158,7 @@ def test_embed_tells_a_watcher_slice_by_slice_and_gives_the_same_vectors() -> No
     store.visible_versions.return_value = {}
     store.stored_vectors.return_value = {}
     model = Mock(spec=batches.LazyModel)
+    model.pipeline_model.return_value = None
     model._settings = Mock(embedding_batch_size=2)
     model.get.return_value.encode_passages.side_effect = lambda texts: [[float(t.split()[-1])] for t in texts]
     told: list[tuple[int, int, int]] = []

@@ -35,6 +35,7 @@ def copier(fake_cluster: Any, node: Any) -> IndexCopier:
 
 def fake_embedder(dim: int = 3) -> Any:
     emb = Mock(spec=Embedder)
+    emb.ingest_pipeline_model.return_value = None  # a model here: the vectors come from encode_passages
     emb.encode_passages.side_effect = lambda texts: [[float(len(t))] * dim for t in texts]
     return emb
 
@@ -150,6 +151,23 @@ def test_re_embed_writes_new_vectors_into_the_target(
     assert bulk_server.sources["d2@v:0"]["content_hash"] == content_hash("два два")  # no body: the text
     assert seen == [(2, 2)]
     assert all(c.kwargs.get("index") != SOURCE for c in fake_client.bulk.call_args_list)
+
+
+def test_re_embed_into_a_cluster_model_index_goes_through_its_ingest_pipeline(
+    copier: IndexCopier, fake_client: Any, bulk_server: Any
+) -> None:
+    from osrag.mlcommons.pipelines import EMBED_INPUT_FIELD, embed_pipeline
+
+    scroll_of(HITS, fake_client)
+    fake_client.ingest.get_pipeline.return_value = {}  # not there yet: put before the copy
+    emb = fake_embedder()
+    emb.ingest_pipeline_model.return_value = "m1"
+    copier.copy(SOURCE, TARGET, emb, REEMBED, total=2)
+    fake_client.ingest.put_pipeline.assert_called_once_with(id="kb-embed-m1", body=embed_pipeline("m1"))
+    emb.encode_passages.assert_not_called()  # the cluster embeds the copies
+    assert all(c.kwargs.get("pipeline") == "kb-embed-m1" for c in fake_client.bulk.call_args_list)
+    d1 = bulk_server.sources["d1@v:0"]
+    assert "embedding" not in d1 and d1[EMBED_INPUT_FIELD] == embedding_text("Раздел", "один")
 
 
 def test_re_embed_refuses_the_switch_when_items_fail(

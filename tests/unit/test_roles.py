@@ -84,7 +84,14 @@ def test_writer_adds_ingest_rights_to_the_readers() -> None:
     assert {"indices:data/write/*", "indices:admin/mapping/put"} <= actions(writer, ALIAS)
     assert "indices:admin/create" in actions(writer, "kb.docs.state")  # the first ingest creates it
     assert "indices:admin/create" not in actions(writer, ALIAS)  # a new index is the admin's
-    assert not any(a.startswith("cluster:admin") for a in writer["cluster_permissions"])
+    # cluster:admin: only what ingest through a cluster model's pipeline needs (no delete, no deploy)
+    assert {a for a in writer["cluster_permissions"] if a.startswith("cluster:admin")} == {
+        "cluster:admin/ingest/pipeline/get",
+        "cluster:admin/ingest/pipeline/put",
+        "cluster:admin/opensearch/ml/models/get",
+        "cluster:admin/opensearch/ml/models/search",
+        "cluster:admin/opensearch/ml/predict",
+    }
 
 
 def test_admin_manages_templates_pipelines_and_its_indices() -> None:
@@ -93,6 +100,7 @@ def test_admin_manages_templates_pipelines_and_its_indices() -> None:
         "cluster:admin/component_template/*",
         "indices:admin/index_template/*",
         "cluster:admin/search/pipeline/*",
+        "cluster:admin/ingest/pipeline/*",
         "indices:data/write/reindex",
     } <= set(body["cluster_permissions"])
     assert actions(body, ALIAS) == {"indices_all"} and actions(body, "kb.docs.state") == {"indices_all"}
