@@ -27,9 +27,11 @@ EMBED_INPUT_FIELD = "embedding_input"
 VECTOR_FIELD = "embedding"
 #: Bumped when the body below changes: an installed pipeline of another version is drift.
 PIPELINE_VERSION = 1
-#: Documents whose texts the processor sends to the model in one inference call (its default, 1,
-#: makes one call per chunk).
-PROCESSOR_BATCH = 32
+#: Documents whose texts the processor sends to the model in one inference call. One: the calls of a
+#: bulk request then run side by side on the ML nodes' predict threads (and spread over the nodes),
+#: whereas a batched call embeds its texts one after another; batches of 32 were the slower
+#: (bench/bench_cluster_embed.py, bench/results/cluster-ingest-2026-12-07.md).
+PROCESSOR_BATCH = 1
 #: How an osrag ingest pipeline's description begins.
 MARKER = "osrag:"
 

@@ -20,6 +20,7 @@ from osrag.mlcommons.pipelines import (
     EMBED_INPUT_FIELD,
     MARKER,
     PIPELINE_VERSION,
+    PROCESSOR_BATCH,
     embed_pipeline,
     embed_pipeline_name,
     pipeline_drift,
@@ -39,7 +40,7 @@ def test_the_pipeline_embeds_the_input_field_into_the_vector_field_and_drops_it(
     embed, remove = body["processors"]
     assert embed["text_embedding"]["model_id"] == "abcDEF123"
     assert embed["text_embedding"]["field_map"] == {EMBED_INPUT_FIELD: "embedding"}
-    assert embed["text_embedding"]["batch_size"] > 1
+    assert embed["text_embedding"]["batch_size"] == PROCESSOR_BATCH
     assert remove == {"remove": {"field": EMBED_INPUT_FIELD, "ignore_missing": True}}
 
 
