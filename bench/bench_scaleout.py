@@ -327,8 +327,14 @@ def main() -> None:
         metavar="SIZExFLIGHT",
         help="one more cluster run on every node with bulk_chunk_size SIZE and bulk_concurrency FLIGHT (e.g. 32x3)",
     )
+    ap.add_argument("--report-only", type=Path, help="rewrite the .md of an earlier run's .json, run nothing")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / f"scaleout-{dt.date.today()}")
     args = ap.parse_args()
+    if args.report_only:
+        r = json.loads(args.report_only.read_text(encoding="utf-8"))
+        md = report(r, args.report_only.name)
+        args.report_only.with_suffix(".md").write_text(md, encoding="utf-8")
+        return
     # ml-commons' own calls read its system indices; the client's deprecation warning says nothing here.
     warnings.filterwarnings("ignore", message="this request accesses system indices")
     tree = args.tree.resolve()
@@ -512,11 +518,14 @@ def report(r: dict[str, Any], json_name: str) -> str:
         )
     lines += [
         "",
-        "ml-commons' own figures per node (predict requests from `_plugins/_ml/stats`; model inference "
-        "count, mean and total from `_plugins/_ml/profile/models`, cleared before each run):",
+        "ml-commons' own figures per node: predict requests the node ran (`_plugins/_ml/stats`, per model); "
+        "from `_plugins/_ml/profile/models` (cleared before each run), the model inferences it ran with "
+        "their mean and total time, and the predict requests it handled (those its ingest pipeline sent, "
+        "and those sent to it to run) with their mean time from arrival to answer:",
         "",
-        "| run | node | predict requests | inferences | mean ms | inference total s | worker nodes |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| run | node | predict requests run | inferences | inference mean ms | inference total s "
+        "| requests handled | request mean ms (queue + inference) | worker nodes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for key in [k for k in runs if k.startswith("cluster_")]:
         x = runs[key]
@@ -525,6 +534,7 @@ def report(r: dict[str, Any], json_name: str) -> str:
             lines.append(
                 f"| {x['label']} | {node} | {x['ml_predict_requests'][node]} | {pr.get('inference_count', 0)} | "
                 f"{pr.get('inference_mean_ms', '')} | {pr.get('inference_total_s', '')} | "
+                f"{pr.get('predict_count', 0)} | {pr.get('predict_mean_ms', '')} | "
                 f"{', '.join(pr.get('worker_nodes', []))} |"
             )
     q = runs.get("search")
