@@ -5,7 +5,9 @@ local multi-node cluster (``osrag dev up --nodes 3``, ports 9220..):
 2. *floor*: the same engine's raw ``encode`` of exactly the texts step 1 embedded (recorded on the
    way), in the same batches -- no reading, chunking, counting or indexing;
 3. *cluster*: osrag's ingest with the same model exported to ONNX (``osrag model export-e5``) and
-   registered in ml-commons (``ml-id:``), deployed first on one node, then on every node.
+   registered in ml-commons (``ml-id:``), deployed first on one node, then on every node (and,
+   with ``--extra-bulk 32x3``, once more on every node with other bulk sizes and requests in flight).
+   The path is whatever this osrag ships for a local cluster model; the result file names it.
 
 For each: wall time, this process's CPU seconds (``getrusage``), each node's CPU seconds (node stats,
 ``process.cpu.total_in_millis``), and ml-commons' own per-node counts (``_plugins/_ml/stats``:
@@ -16,10 +18,14 @@ cluster-model index (same files, same chunks), the questions alternating, p50/p9
 The tree is read where it is (never copied); ``--folders`` picks the slice through an in-memory rules
 file that excludes everything else (the tree's ``_includes/`` are still read by the pages that include
 them). Every alias, and the model, is removed afterwards; the cluster is left running (stop it with
-``osrag dev down --nodes 3``).
+``osrag dev down --nodes 3``). The nodes need more than the cluster's default 512 MB heap to take the
+zip's upload: start them with ``OSRAG_DEV_HEAP=1g osrag dev up --nodes 3``.
 
+    .venv/bin/osrag model export-e5 /tmp/e5.zip
     .venv/bin/python bench/bench_scaleout.py --zip /tmp/e5.zip [--url http://127.0.0.1:9220]
-        [--folders networks/dns,networks/balancing] [--queries 30] [--out bench/results/scaleout-DATE]
+        [--folders networks/dns,networks/balancing] [--queries 30] [--extra-bulk 32x3]
+        [--out bench/results/scaleout-DATE]      # writes DATE.json and DATE.md
+    .venv/bin/python bench/bench_scaleout.py --zip - --report-only bench/results/scaleout-DATE.json
 """
 
 from __future__ import annotations
