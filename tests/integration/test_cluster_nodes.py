@@ -62,17 +62,16 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[DevCluster]:
 
 def cluster_settings(dc: DevCluster, alias: str, **over: Any) -> Settings:
     urls = dc.urls
-    return Settings(
-        url=urls[0],
-        hosts=",".join(urls[1:]),
-        alias=alias,
-        embedding_model="navec:news-300d",
-        rerank=False,
-        cache_dir=Settings().models_dir.parent,
-        timeout_s=60,
-        _env_file=None,
-        **over,
-    )
+    values: dict[str, Any] = {
+        "url": urls[0],
+        "hosts": ",".join(urls[1:]),
+        "alias": alias,
+        "embedding_model": "navec:news-300d",
+        "rerank": False,
+        "cache_dir": Settings().models_dir.parent,
+        "timeout_s": 60,
+    }
+    return Settings(_env_file=None, **{**values, **over})
 
 
 @pytest.fixture
@@ -404,7 +403,7 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
     names = [p.stem for p in sorted(GOLDEN.glob("*.md"))]
     corpus = make_corpus(tmp_path / "kb", names, copies=2)
     docs = len(list(corpus.glob("*.md")))
-    client = AliasStore(cluster_settings(cluster, "-")).cluster.client  # every node, as the ingest's
+    client = AliasStore(cluster_settings(cluster, "x")).cluster.client  # every node, as the ingest's
     ml = MLCommons(client, poll_seconds=0.5)
     meta = build(
         [p.read_text(encoding="utf-8") for p in corpus.glob("*.md")],
