@@ -350,8 +350,8 @@ def _predicts(client: Any, model_id: str) -> int:
 
 
 def _node_to_stop(cluster: DevCluster, client: Any) -> int:
-    """A node other than the elected cluster manager (an election is a fault of its other own; this
-    test is about the ML worker going away), node 2 when it can be."""
+    """A node other than the elected cluster manager (an election is a fault of its own; this test
+    is about an ML worker going away), node 2 when it can be."""
     manager = client.transport.perform_request("GET", "/_cat/cluster_manager", params={"format": "json"})[0][
         "node"
     ]
@@ -471,6 +471,7 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
         )["aggregations"]["d"]["buckets"]
 
         r1, err = first.get("report"), first.get("error")
+        assert "done" in stop, "the node did not stop"
         print(
             f"\nnode {victim} stopped {stop['done'] - stop['begun']:.1f}s after the first batch "
             f"({stop['begun'] - t0:.1f}s into the ingest); the ingest ended {ended - stop['done']:+.1f}s "
@@ -484,13 +485,14 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
             f"{second.skipped} unchanged, {len(second.failed)} failed, {second.chunks} chunks, "
             f"{embedded_again} inference calls; stored chunks {stored}, duplicated ids {len(dup)}"
         )
-        assert "begun" in stop and stop["begun"] < ended, "the ingest ended before the node stopped"
-        if err is not None:
+        assert stop["begun"] < ended, "the ingest ended before the node began to stop"
+        if err is not None:  # it may stop while the node's JVM is still exiting
             line = str(err)
             assert isinstance(err, MLCommonsError), f"{type(err).__name__}: {line}"
             assert "\n" not in line and info.model_id in line, line
             assert "run the same `osrag ingest` again" in line, line
-        else:
+        else:  # it carried on with the node gone, and wrote everything
+            assert stop["done"] < ended, "the ingest ended before the node was gone"
             assert r1 is not None and r1.failed == [], r1.failed[:3]
         assert vectors_ok and one_version
         for doc_id, chunks in visible.items():  # as many chunks as the complete ingest gives it
