@@ -25,6 +25,23 @@ class ClusterModelsUnavailable(MLCommonsError):
     """The cluster has no ml-commons, or refuses it here (a setting or a permission)."""
 
 
+class ModelNodeLost(MLCommonsError):
+    """A node the model ran on left the cluster while it embedded, and neural-search's own retries
+    (on the node's disconnection) were spent before ml-commons stopped sending calls to it."""
+
+
+#: How a bulk item written through the ingest pipeline reads when the node that ran its inference
+#: left mid-call (neural-search retries these itself, a few times, before the item fails).
+_NODE_LOST = (
+    r"(?i)node_(disconnected|not_connected|closed)_exception|Node(Disconnected|NotConnected|Closed)Exception"
+    r"|ml/predict\]\s*disconnected|\bNode not connected\b"
+)
+NODE_LOST_HINT = (
+    "a node that ran the model left the cluster during the call (ml-commons sends later calls to the "
+    "nodes left)"
+)
+
+
 #: (pattern in ml-commons' reason, error class, the hint that follows the reason)
 _MAP: tuple[tuple[str, type[MLCommonsError], str], ...] = (
     (
@@ -110,14 +127,21 @@ def explain(what: str, model: str | None, exc: Any) -> MLCommonsError:
 
 def failure_in_items(reasons: Iterable[str], model: str, what: str) -> MLCommonsError | None:
     """One error naming ``model`` when one of the failed bulk items' ``reasons`` is ml-commons saying
-    the model cannot embed (not deployed, gone, a breaker open), else None: every later write through
-    the same ingest pipeline would fail the same way."""
+    the model cannot embed (not deployed, gone, a breaker open): every later write through the same
+    ingest pipeline would fail the same way. Else, when an item failed because a node running the
+    model left mid-call, ``ModelNodeLost`` naming it (the items are the model's, not the document's:
+    the same write succeeds once the node is gone from ml-commons' routing). Else None."""
+    lost: str | None = None
     for raw in reasons:
         why = " ".join(raw.split())[:300]
         found = classify(why)
         if found is not None:
             cls, hint = found
             return cls(f"model {model}: {what} failed: {why}; {hint}")
+        if lost is None and re.search(_NODE_LOST, why):
+            lost = why
+    if lost is not None:
+        return ModelNodeLost(f"model {model}: {what} failed: {lost}; {NODE_LOST_HINT}")
     return None
 
 

@@ -201,6 +201,28 @@ def test_re_embed_through_a_cluster_model_that_is_gone_is_one_line_naming_it(
     assert "osrag model deploy" in line
 
 
+def test_re_embed_whose_model_node_was_lost_mid_call_is_one_line_naming_the_model(
+    copier: IndexCopier, fake_client: Any, bulk_server: Any
+) -> None:
+    from osrag.mlcommons.errors import ModelNodeLost
+
+    scroll_of(HITS, fake_client)
+    fake_client.ingest.get_pipeline.return_value = {}
+    emb = fake_embedder()
+    emb.ingest_pipeline_model.return_value = "m1"
+    emb.model_name = "ml:e5-small"
+    bulk_server.item_status = {"d2@v:0": [500]}
+    bulk_server.item_error = (
+        "node_disconnected_exception",
+        "[n2][127.0.0.1:9321][cluster:admin/opensearch/ml/predict] disconnected",
+    )
+    with pytest.raises(ModelNodeLost) as got:
+        copier.copy(SOURCE, TARGET, emb, REEMBED, total=2)
+    line = str(got.value)
+    assert "\n" not in line and "model ml:e5-small" in line and "left the cluster" in line
+    assert "alias not switched" in line
+
+
 # ---------------------------------------------------------------- the catch-up
 class Index:
     """Versions per document per index, as the catch-up's aggregations read them; ``written``

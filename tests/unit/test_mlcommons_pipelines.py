@@ -15,7 +15,7 @@ from osrag.connection import Cluster
 from osrag.ingest import batches
 from osrag.ingest.batches import Batch
 from osrag.ingest.prepared import PreparedDoc
-from osrag.mlcommons.errors import ModelMissing, ModelNotDeployed
+from osrag.mlcommons.errors import ModelMissing, ModelNodeLost, ModelNotDeployed
 from osrag.mlcommons.pipelines import (
     EMBED_INPUT_FIELD,
     MARKER,
@@ -191,4 +191,38 @@ def test_a_model_failure_in_the_items_is_one_line_naming_the_model() -> None:
         batches.stop_on_model_failure(batch)
     line = str(err.value)
     assert "\n" not in line and "ml-id:m1" in line and "(m1)" not in line
+    assert "1 document(s) of this batch not written, 3 written" in line and "osrag ingest` again" in line
+
+
+#: As neural-search's text_embedding processor fails an item once its own retries on the node's
+#: disconnection are spent (the item's error and its cause, as osrag.store.bulk.reason joins them).
+NODE_GONE = "[osrag-n2][127.0.0.1:9321][cluster:admin/opensearch/ml/predict] disconnected"
+
+
+def test_a_node_lost_mid_inference_stops_the_ingest_in_one_line_naming_the_model() -> None:
+    lost = batches.model_failure([_failed(NODE_GONE, "node_disconnected_exception")], "ml:e5 (m1)")
+    assert isinstance(lost, ModelNodeLost) and "ml:e5 (m1)" in str(lost) and "left the cluster" in str(lost)
+    not_connected = batches.model_failure(
+        [_failed("[osrag-n2][127.0.0.1:9321] Node not connected", "node_not_connected_exception")], "m"
+    )
+    assert isinstance(not_connected, ModelNodeLost)
+    # A reason that says the model cannot embed at all wins: it, not the lost node, stops every batch.
+    both = [_failed(NODE_GONE, "node_disconnected_exception"), _failed("Model not ready yet.")]
+    assert isinstance(batches.model_failure(both, "m"), ModelNotDeployed)
+    # Not a node: the document's own failure stays a failed file.
+    assert (
+        batches.model_failure([_failed("version conflict", "version_conflict_engine_exception")], "m") is None
+    )
+
+    doc = Document(doc_id="d", text="x", source="d.md", title="d")
+    batch = Batch([], todo=[PreparedDoc(doc, "d.md", "d@v1", [_chunk(0)])], written_before=3)
+    batch.outcome = BatchOutcome(
+        {"d@v1": "bulk write failed"}, [_failed(NODE_GONE, "node_disconnected_exception")]
+    )
+    batches.stop_on_model_failure(batch)  # not written through a pipeline: an ordinary failed file
+    batch.pipeline_model = ("m1", "ml-id:m1")
+    with pytest.raises(ModelNodeLost) as err:
+        batches.stop_on_model_failure(batch)
+    line = str(err.value)
+    assert "\n" not in line and "ml-id:m1" in line and NODE_GONE in line
     assert "1 document(s) of this batch not written, 3 written" in line and "osrag ingest` again" in line
