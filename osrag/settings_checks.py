@@ -37,6 +37,9 @@ RENAMED_ENV_VARS = {
         "OSRAG_GATE_COSINE_FLOOR only for a model of no known family"
         for k in ("MIN_COVERAGE", "MIN_COSINE", "KEEP_COVERAGE", "KEEP_COSINE")
     },
+    # Near duplicates by embedding cosine took sibling pages for repeats (issue 35, docs/selection.md).
+    "OSRAG_DEDUP_COSINE": "OSRAG_DEDUP_OVERLAP (near duplicates are found by text overlap only: "
+    "the cosine test is gone)",
 }
 #: Longest value an error line quotes back (a 5,000-character value is cut, not echoed).
 MAX_SHOWN_CHARS = 80
