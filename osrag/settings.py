@@ -247,7 +247,6 @@ class Settings(BaseSettings):
     # Seconds a SearchClient reuses the alias -> index resolution and the index _meta (one round
     # trip per search in steady state); the reported last-ingest time is at most this old.
     target_cache_ttl_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 2.0
-    dedup_overlap: Fraction = 0.8
     # Relevance gate (used when no reranker scores the candidates; osrag.search.gate): «nothing
     # relevant» only when no candidate holds a content term of the question (one in fewer than
     # half of the index's chunks) or a code it names, and none is closer to it than text that cannot

@@ -143,9 +143,9 @@ def test_resolve_mapping_gives_the_index_record() -> None:
 
 
 def test_the_selection_policy_is_read_once_from_the_settings_and_overridden_per_call() -> None:
-    s = Settings(_env_file=None, dedup_overlap=0.9, gate_cosine_floor=0.3)
+    s = Settings(_env_file=None, gate_cosine_floor=0.3)
     p = SelectionPolicy.from_settings(s)
-    assert (p.name, p.cosine_floor, p.walk.dup_overlap, p.fusion) == (s.selection, 0.3, 0.9, str(s.fusion))
+    assert (p.name, p.cosine_floor, p.walk, p.fusion) == (s.selection, 0.3, SelectionConfig(), str(s.fusion))
     assert p.with_overrides() is p
     lean = p.with_overrides("minimal", SelectionConfig(reserve_fraction=0.0))
     assert lean.name == "minimal" and lean.walk.reserve_fraction == 0.0 and p.name == s.selection
