@@ -20,8 +20,8 @@ Rules of :func:`select`, in the order they apply:
    has relative score 1.
 3. **Duplicates are never charged.** Each relevant candidate is compared with
    the already selected ones by word 3-shingle containment (``>= dup_overlap``, see
-   :func:`shingle_overlap`); not by embedding cosine, which puts sibling pages (two
-   versions of one procedure) above any threshold a repeat needs. A duplicate is reported
+   :func:`shingle_overlap`); not by embedding cosine, which puts sibling pages that
+   answer different questions (golden's TEA10 and TEA15) at 0.95 and more. A duplicate is reported
    with the selected chunk it repeats (the best-ranked one) and costs nothing.
 4. **Whole units only.** The walk never truncates a text (trimming a passage to whole
    sentences happens before it, ``osrag.search.trimming``, and sets its cost); a unit that does not fit is
