@@ -43,8 +43,6 @@ KNOBS: dict[str, dict[str, Any]] = {
     "trim_keep_whole 0": {"trim_keep_whole": 0},
     "trim_keep_whole 5": {"trim_keep_whole": 5},
     "collapse_duplicates off": {"collapse_duplicates": False},
-    "dedup_cosine 1.0 (off)": {"dedup_cosine": 1.0},
-    "dedup_overlap 1.0 (off)": {"dedup_overlap": 1.0},
 }
 
 

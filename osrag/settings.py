@@ -404,10 +404,6 @@ class SearchSettings(_Section):
 class SelectionSettings(_Section):
     """How the budget layer chooses among the candidates (docs/selection.md): gate, duplicates, trimming."""
 
-    dedup_cosine: Fraction = 0.95
-    # Two candidates whose word shingles overlap this much are one passage said twice: the lower keeps
-    # no slot (osrag.search.duplicates).
-    dedup_overlap: Fraction = 0.8
     # Relevance gate (used when no reranker scores the candidates; osrag.search.gate): «nothing
     # relevant» only when no candidate holds a content term of the question (one in fewer than
     # half of the index's chunks) or a code it names, and none is closer to it than text that cannot

@@ -37,6 +37,13 @@ RENAMED_ENV_VARS = {
         "OSRAG_GATE_COSINE_FLOOR only for a model of no known family"
         for k in ("MIN_COVERAGE", "MIN_COSINE", "KEEP_COVERAGE", "KEEP_COSINE")
     },
+    # Near duplicates by embedding cosine took sibling pages for repeats; the overlap threshold
+    # changed no figure on any set measured (issue 35, docs/selection.md).
+    **{
+        f"OSRAG_DEDUP_{k}": "nothing: a near duplicate is a fixed text-overlap test "
+        "(docs/selection.md, «Knobs that remain»)"
+        for k in ("COSINE", "OVERLAP")
+    },
 }
 #: Longest value an error line quotes back (a 5,000-character value is cut, not echoed).
 MAX_SHOWN_CHARS = 80

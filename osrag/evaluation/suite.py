@@ -370,8 +370,6 @@ SEARCH_SETTINGS = (
     "candidate_depth",
     "hnsw_ef_search",
     "budget_tokens",
-    "dedup_cosine",
-    "dedup_overlap",
     "gate_cosine_floor",
     "gate_relative_coverage",
     "gate_relative_cosine",

@@ -19,9 +19,9 @@ Rules of :func:`select`, in the order they apply:
    it is plain min-max within the list. If all scores are equal every candidate
    has relative score 1.
 3. **Duplicates are never charged.** Each relevant candidate is compared with
-   the already selected ones: by embedding cosine (``>= dup_cosine``) when both
-   carry embeddings, or by word 3-shingle containment (``>= dup_overlap``, see
-   :func:`shingle_overlap`); either one suffices. A duplicate is reported
+   the already selected ones by word 3-shingle containment (``>= dup_overlap``, see
+   :func:`shingle_overlap`); not by embedding cosine, which puts sibling pages that
+   answer different questions (golden's TEA10 and TEA15) at 0.95 and more. A duplicate is reported
    with the selected chunk it repeats (the best-ranked one) and costs nothing.
 4. **Whole units only.** The walk never truncates a text (trimming a passage to whole
    sentences happens before it, ``osrag.search.trimming``, and sets its cost); a unit that does not fit is
@@ -61,15 +61,13 @@ is the flag to read.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from osrag import vocabulary
 from osrag.search.duplicates import duplicate_pairs
+from osrag.search.duplicates import words as _words
 
 __all__ = [
     "KINDS",
@@ -78,7 +76,6 @@ __all__ = [
     "Selection",
     "SelectionConfig",
     "Unit",
-    "cosine",
     "select",
     "shingle_overlap",
 ]
@@ -86,8 +83,6 @@ __all__ = [
 KINDS: frozenset[str] = frozenset(vocabulary.CHUNK_KINDS)
 LEFT_OUT_REASONS: frozenset[str] = frozenset(vocabulary.LEFT_OUT_REASONS)
 SHINGLE_SIZE = 3
-
-_WORD = re.compile(r"\w+")
 
 
 class Unit(Protocol):
@@ -104,8 +99,6 @@ class Unit(Protocol):
     def tokens(self) -> int: ...
     @property
     def score(self) -> float: ...
-    @property
-    def embedding(self) -> tuple[float, ...] | np.ndarray | None: ...
 
 
 @dataclass(frozen=True)
@@ -119,8 +112,6 @@ class ScoredUnit:
     tokens: int
     score: float
     kind: str = "text"
-    #: A tuple of floats, or a 1-D numpy array (kept as it is: the query path's vectors).
-    embedding: tuple[float, ...] | np.ndarray | None = field(default=None, compare=False)
     section_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -130,21 +121,12 @@ class ScoredUnit:
             raise ValueError(f"{self.chunk_id}: score must be finite, got {self.score!r}")
         if self.kind not in KINDS:
             raise ValueError(f"{self.chunk_id}: kind must be one of {sorted(KINDS)}, got {self.kind!r}")
-        if isinstance(self.embedding, np.ndarray):
-            if self.embedding.ndim != 1 or not self.embedding.size:
-                raise ValueError(f"{self.chunk_id}: embedding must be a non-empty 1-D vector")
-        elif self.embedding is not None:
-            emb = tuple(map(float, self.embedding))  # map: ~3x faster than a generator here
-            if not emb:
-                raise ValueError(f"{self.chunk_id}: embedding must not be empty")
-            object.__setattr__(self, "embedding", emb)
 
 
 @dataclass(frozen=True)
 class SelectionConfig:
     """Knobs of :func:`select`; the module docstring gives the exact rules."""
 
-    dup_cosine: float = 0.95
     dup_overlap: float = 0.8
     reserve_fraction: float = 0.2
     large_unit_fraction: float = 0.15
@@ -152,7 +134,6 @@ class SelectionConfig:
     min_value_ratio: float = 0.0
 
     def __post_init__(self) -> None:
-        _check_range("dup_cosine", self.dup_cosine, 0.0, 1.0, open_lo=True)
         _check_range("dup_overlap", self.dup_overlap, 0.0, 1.0, open_lo=True)
         _check_range("reserve_fraction", self.reserve_fraction, 0.0, 1.0, open_hi=True)
         _check_range("large_unit_fraction", self.large_unit_fraction, 0.0, 1.0)
@@ -208,24 +189,6 @@ class Selection:
         return sum(lo.candidate.tokens for lo in self.left_out_budget)
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity; 0.0 when either vector is all zeros (no direction, no evidence)."""
-    va = np.asarray(a, dtype=np.float64)
-    vb = np.asarray(b, dtype=np.float64)
-    if va.ndim != 1 or va.shape != vb.shape:
-        raise ValueError(f"vectors must be 1-D of equal length, got {va.shape} and {vb.shape}")
-    na = float(np.linalg.norm(va))
-    nb = float(np.linalg.norm(vb))
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return max(-1.0, min(1.0, float(np.dot(va, vb)) / (na * nb)))
-
-
-def _words(text: str) -> list[str]:
-    """Lowercased words with ё folded to е, so spelling variants do not hide a repeat."""
-    return _WORD.findall(text.casefold().replace("ё", "е"))
-
-
 def _shingles(words: Sequence[str], n: int) -> set[int]:
     """The n-word windows, each kept as its hash: sets of ints intersect about a third faster
     than sets of tuples, whose hash is recomputed at every lookup. Two different windows share
@@ -258,19 +221,6 @@ def shingle_overlap(a: str, b: str) -> float:
     nothing.
     """
     return _containment(_words(a), _words(b))
-
-
-def _unit(emb: Sequence[float] | np.ndarray) -> np.ndarray:
-    v = np.asarray(emb, dtype=np.float64)  # from a float32 array: one C loop
-    norm = float(np.linalg.norm(v))
-    return v / norm if norm > 0 else v
-
-
-def _pair_cosine(a: Sequence[float] | np.ndarray | None, b: Sequence[float] | np.ndarray | None) -> float:
-    """Rule 3's cosine of two candidates' vectors, computed pair by pair: what decides a pair the
-    batched test (``osrag.search.duplicates``) finds too close to the threshold to call."""
-    assert a is not None and b is not None
-    return float(np.dot(_unit(a), _unit(b)))
 
 
 def _relative_scores(scores: Sequence[float]) -> list[float]:
@@ -377,7 +327,6 @@ def select(
         raise ValueError(f"token budget must be a positive integer, got {budget_tokens!r}")
     cands = list(candidates)
     seen: set[str] = set()
-    dims: set[int] = set()
     for c in cands:
         if c.chunk_id in seen:
             raise ValueError(f"chunk_id {c.chunk_id!r} occurs more than once among the candidates")
@@ -386,10 +335,6 @@ def select(
             raise ValueError(f"{c.chunk_id}: tokens must be an integer >= 0, got {c.tokens!r}")
         if not math.isfinite(c.score):
             raise ValueError(f"{c.chunk_id}: score must be finite, got {c.score!r}")
-        if c.embedding is not None:
-            dims.add(len(c.embedding))
-    if len(dims) > 1:
-        raise ValueError(f"candidate embeddings have different dimensions: {sorted(dims)}")
 
     cfg = config
     order = sorted(range(len(cands)), key=lambda i: -cands[i].score)
@@ -403,14 +348,7 @@ def select(
     )
     walk = _Walk(
         cands=cands,
-        partners=duplicate_pairs(
-            [c.text for c in cands],
-            [c.embedding for c in cands],
-            dup_cosine=cfg.dup_cosine,
-            dup_overlap=cfg.dup_overlap,
-            words_of=_words,
-            exact_cosine=lambda i, j: _pair_cosine(cands[i].embedding, cands[j].embedding),
-        ),
+        partners=duplicate_pairs([c.text for c in cands], cfg.dup_overlap),
         position={i: pos for pos, i in enumerate(order)},
         value=value,
         cfg=cfg,

@@ -1,8 +1,7 @@
 """Selection's duplicate test (``osrag.search.budget``, rule 3), worked out for a whole candidate list at once.
 
-Which pairs of candidates are near duplicates -- embedding cosine ``>= dup_cosine`` when both carry
-a vector, or word 3-shingle containment ``>= dup_overlap`` (``budget.shingle_overlap``) -- is the
-same question for every pair, so it is answered once per ``select`` call with array operations,
+Which pairs of candidates are near duplicates -- word 3-shingle containment ``>= dup_overlap``
+(``budget.shingle_overlap``) -- is the same question for every pair, so it is answered once per ``select`` call with array operations,
 rather than pair by pair as the walk meets them (the per-pair form spent ~2.5 ms of a search's
 ~10 ms of client time on 40 candidates, most of it making word strings). The answers are the
 per-pair form's exactly:
@@ -12,30 +11,24 @@ per-pair form's exactly:
   unit test checks for every code point), so no string is made per word. Equal words get one id by
   a polynomial hash whose every repeat is then compared character by character with the word it
   is taken for; a text the tables cannot fold 1:1 (ß, astral letters), a lone surrogate, or a hash
-  that would join two different words, sends the whole list through ``budget._words`` instead.
+  that would join two different words, sends the whole list through ``words`` instead.
 - **Shingles** are triples of word ids (exact: no hash), per text without repeats; the counts each
   pair shares come from one sort of all of them. A pair with a text of one or two words uses
   shorter shingles, as ``shingle_overlap`` does, from the same ids.
-- **Cosines** come from one matrix product of the unit vectors; a pair within ``_BAND`` of the
-  threshold (or not finite) is decided by the per-pair formula itself, so rounding differences of
-  the product cannot move a decision.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable, Sequence
-from typing import Any
+import re
+from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["duplicate_pairs"]
+__all__ = ["duplicate_pairs", "words"]
 
-#: A matrix cosine this close to the threshold is recomputed the per-pair way: the float32
-#: product's rounding error is below 1e-4 for unit vectors of up to 4,096 dimensions (longer
-#: ones get a band of 2.5e-7 per dimension).
-_BAND = 1e-3
+_WORD = re.compile(r"\w+")
+
 _BMP = 0x10000
 #: Base of the words' polynomial hash (odd, so invertible modulo 2**64).
 _P = 0x9E3779B97F4A7C15
@@ -163,13 +156,13 @@ def _fast_words(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
     return ids, owner
 
 
-def _slow_words(texts: Sequence[str], words_of: Callable[[str], list[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """(word ids, the text of each word) from ``words_of`` each text: exact for any text."""
+def _slow_words(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(word ids, the text of each word) from ``words`` of each text: exact for any text."""
     vocab: dict[str, int] = {}
     ids: list[int] = []
     owner: list[int] = []
     for t, text in enumerate(texts):
-        ws = words_of(text)
+        ws = words(text)
         ids.extend(vocab.setdefault(w, len(vocab)) for w in ws)
         owner.extend([t] * len(ws))
     return np.asarray(ids, dtype=np.int64), np.asarray(owner, dtype=np.int64)
@@ -217,66 +210,33 @@ def _text_pairs(ids: np.ndarray, owner: np.ndarray, n: int, overlap: float) -> s
     short = [t for t in range(n) if 0 < counts[t] < 3]
     if short:
         bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
-        words = [ids[bounds[t] : bounds[t + 1]].tolist() for t in range(n)]
+        tw = [ids[bounds[t] : bounds[t + 1]].tolist() for t in range(n)]
         for s in short:
             for t in range(n):
-                if t == s or not words[t] or (counts[t] < 3 and t < s):
+                if t == s or not tw[t] or (counts[t] < 3 and t < s):
                     continue
-                k = min(3, len(words[s]), len(words[t]))
-                a, b = _kgrams(words[s], k), _kgrams(words[t], k)
+                k = min(3, len(tw[s]), len(tw[t]))
+                a, b = _kgrams(tw[s], k), _kgrams(tw[t], k)
                 if len(a & b) / min(len(a), len(b)) >= overlap:
                     out.add((min(s, t), max(s, t)))
     return out
 
 
-def _cosine_pairs(
-    vectors: Sequence[Any], threshold: float, exact: Callable[[int, int], float]
-) -> set[tuple[int, int]]:
-    """(i, j), i < j, both with a vector, whose cosine reaches ``threshold``; ``exact(i, j)`` is
-    the per-pair cosine that decides the pairs the matrix product cannot."""
-    rows = [i for i, v in enumerate(vectors) if v is not None]
-    if len(rows) < 2:
-        return set()
-    m = np.asarray([vectors[i] for i in rows], dtype=np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", m, m))
-    np.divide(m, norms[:, None], out=m, where=norms[:, None] > 0)
-    # einsum, not BLAS: a threaded BLAS spends more on waking its threads than on 40 x 40 sums.
-    gram = np.triu(np.einsum("ik,jk->ij", m, m), 1)
-    # float32 rounding (of the values, the norms and the sums) stays far inside the band.
-    band = max(_BAND, m.shape[1] * 2.5e-7)
-    out: set[tuple[int, int]] = set()
-    for a, b in np.argwhere(~(gram < threshold - band)).tolist():  # NaN included
-        if a >= b:
-            continue
-        g = float(gram[a, b])
-        i, j = rows[a], rows[b]
-        if (g >= threshold + band and math.isfinite(g)) or exact(i, j) >= threshold:
-            out.add((i, j))
-    return out
+def words(text: str) -> list[str]:
+    """Lowercased words with ё folded to е, so spelling variants do not hide a repeat: the
+    per-text tokenisation (``budget.shingle_overlap``'s), used when the tables cannot be."""
+    return _WORD.findall(text.casefold().replace("ё", "е"))
 
 
-def duplicate_pairs(
-    texts: Sequence[str],
-    vectors: Sequence[Any],
-    *,
-    dup_cosine: float,
-    dup_overlap: float,
-    words_of: Callable[[str], list[str]],
-    exact_cosine: Callable[[int, int], float],
-) -> dict[int, set[int]]:
-    """Each candidate's near duplicates among the others (a symmetric relation; absent: none).
-
-    ``words_of`` is the per-text tokenisation (``budget._words``), used when the tables cannot be;
-    ``exact_cosine(i, j)`` the per-pair cosine for pairs too close to ``dup_cosine`` to call.
-    """
+def duplicate_pairs(texts: Sequence[str], dup_overlap: float) -> dict[int, set[int]]:
+    """Each candidate's near duplicates among the others (a symmetric relation; absent: none)."""
     n = len(texts)
     got = _fast_words(texts)
-    ids, owner = got if got is not None else _slow_words(texts, words_of)
+    ids, owner = got if got is not None else _slow_words(texts)
     try:
         pairs = _text_pairs(ids, owner, n, dup_overlap)
     except OverflowError:  # a vocabulary past ~200K words: packed shingles would not fit 63 bits
-        pairs = _text_pairs_slow(texts, words_of, dup_overlap)
-    pairs |= _cosine_pairs(vectors, dup_cosine, exact_cosine)
+        pairs = _text_pairs_slow(texts, dup_overlap)
     out: dict[int, set[int]] = {}
     for i, j in pairs:
         out.setdefault(i, set()).add(j)
@@ -284,24 +244,22 @@ def duplicate_pairs(
     return out
 
 
-def _text_pairs_slow(
-    texts: Sequence[str], words_of: Callable[[str], list[str]], overlap: float
-) -> set[tuple[int, int]]:
+def _text_pairs_slow(texts: Sequence[str], overlap: float) -> set[tuple[int, int]]:
     """The per-pair containment for every pair (lists too large for packed shingles)."""
-    words = [words_of(t) for t in texts]
+    per_text = [words(t) for t in texts]
     shingles: dict[tuple[int, int], set[tuple[str, ...]]] = {}
 
     def sh(t: int, k: int) -> set[tuple[str, ...]]:
         if (t, k) not in shingles:
-            ws = words[t]
+            ws = per_text[t]
             shingles[(t, k)] = {tuple(ws)} if len(ws) <= k else set(zip(*(ws[x:] for x in range(k))))
         return shingles[(t, k)]
 
     out: set[tuple[int, int]] = set()
     for i in range(len(texts)):
         for j in range(i + 1, len(texts)):
-            if words[i] and words[j]:
-                k = min(3, len(words[i]), len(words[j]))
+            if per_text[i] and per_text[j]:
+                k = min(3, len(per_text[i]), len(per_text[j]))
                 a, b = sh(i, k), sh(j, k)
                 if len(a & b) / min(len(a), len(b)) >= overlap:
                     out.add((i, j))

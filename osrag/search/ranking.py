@@ -73,7 +73,6 @@ class SelectionPolicy:
             relative_coverage=s.gate_relative_coverage,
             relative_cosine=s.gate_relative_cosine,
             cosine_floor=s.gate_cosine_floor,
-            walk=SelectionConfig(dup_cosine=s.dedup_cosine, dup_overlap=s.dedup_overlap),
             trim=s.trim_passages,
             trimming=TrimConfig(max_units=s.trim_units, keep_whole=s.trim_keep_whole),
         )

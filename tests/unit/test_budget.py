@@ -12,7 +12,6 @@ from osrag.search.budget import (
     ScoredUnit,
     Selection,
     SelectionConfig,
-    cosine,
     select,
     shingle_overlap,
 )
@@ -27,13 +26,10 @@ def cand(
     *,
     text: str | None = None,
     kind: str = "text",
-    emb: tuple[float, ...] | None = None,
 ) -> ScoredUnit:
     # Default texts share no words, so no two of them look like duplicates.
     body = text if text is not None else f"{cid} alpha{cid} beta{cid} gamma{cid} delta{cid}"
-    return ScoredUnit(
-        chunk_id=cid, doc_id=f"doc-{cid}", text=body, tokens=tokens, score=score, kind=kind, embedding=emb
-    )
+    return ScoredUnit(chunk_id=cid, doc_id=f"doc-{cid}", text=body, tokens=tokens, score=score, kind=kind)
 
 
 def ids(items: tuple[ScoredUnit, ...] | tuple[LeftOut, ...]) -> list[str]:
@@ -113,33 +109,19 @@ def test_negative_scores_are_walked_best_first() -> None:
 # ---------------------------------------------------------------- duplicates
 
 
-def test_duplicate_by_embedding_is_not_admitted_nor_charged() -> None:
-    cs = [
-        cand("a", 40, 0.9, emb=(1.0, 0.0, 0.0)),
-        cand("a-copy", 40, 0.8, emb=(0.99, 0.05, 0.0)),  # cosine ~0.999
-        cand("c", 40, 0.7, emb=(0.0, 1.0, 0.0)),
-    ]
-    sel = select(cs, 80, NO_RESERVE)
-    assert ids(sel.selected) == ["a", "c"]  # c fits only because the copy cost nothing
-    assert sel.spent == 80
-    assert [(lo.candidate.chunk_id, lo.reason, lo.duplicate_of) for lo in sel.duplicates] == [
-        ("a-copy", "duplicate", "a")
-    ]
-    assert sel.left_out_budget == () and sel.complete is True
-
-
 def test_duplicate_by_text_is_not_admitted_nor_charged() -> None:
     long_text = "Служба доставки СДЭК везёт заказы в зону 3 за два-три дня, стоимость 300 рублей."
     # A sub-chunk of the same paragraph, different case and ё spelled as е.
     part = "СЛУЖБА доставки сдэк везет заказы в зону 3 за два-три дня"
     cs = [
         cand("para", 50, 0.9, text=long_text),
-        cand("part", 30, 0.85, text=part, emb=(1.0, 0.0)),  # only one side has an embedding
+        cand("part", 30, 0.85, text=part),
         cand("other", 50, 0.5),
     ]
     sel = select(cs, 100, NO_RESERVE)
-    assert ids(sel.selected) == ["para", "other"] and sel.spent == 100
+    assert ids(sel.selected) == ["para", "other"] and sel.spent == 100  # other fits: part cost nothing
     assert ids(sel.duplicates) == ["part"] and sel.duplicates[0].duplicate_of == "para"
+    assert [lo.reason for lo in sel.duplicates] == ["duplicate"] and sel.complete is True
 
 
 def test_duplicates_are_checked_against_selected_only() -> None:
@@ -152,9 +134,12 @@ def test_duplicates_are_checked_against_selected_only() -> None:
 
 
 def test_lower_dup_threshold_catches_more() -> None:
-    cs = [cand("a", 10, 0.9, emb=(1.0, 0.0)), cand("b", 10, 0.8, emb=(0.8, 0.6))]  # cosine 0.8
-    assert ids(select(cs, 100).duplicates) == []
-    assert ids(select(cs, 100, SelectionConfig(dup_cosine=0.8)).duplicates) == ["b"]
+    a = "промокод TEA10 даёт скидку десять процентов на чай до конца месяца"
+    b = "промокод TEA15 даёт скидку пятнадцать процентов на чай до конца месяца"  # 4 of 9 shingles
+    cs = [cand("a", 10, 0.9, text=a), cand("b", 10, 0.8, text=b)]
+    assert shingle_overlap(a, b) == pytest.approx(4 / 9)
+    assert ids(select(cs, 100).duplicates) == []  # sibling pages: both are delivered
+    assert ids(select(cs, 100, SelectionConfig(dup_overlap=0.4)).duplicates) == ["b"]
 
 
 # ---------------------------------------------------------------- reserved slot
@@ -275,7 +260,6 @@ def test_essential_large_unit_that_fits_main_budget_uses_no_slot() -> None:
 def _random_case(rng: random.Random) -> tuple[list[ScoredUnit], int, SelectionConfig]:
     n = rng.randint(0, 25)
     base_texts = [f"тема{t} " + " ".join(f"слово{t}_{w}" for w in range(8)) for t in range(6)]
-    with_emb = rng.random() < 0.5
     cs = []
     for i in range(n):
         text = (
@@ -283,9 +267,6 @@ def _random_case(rng: random.Random) -> tuple[list[ScoredUnit], int, SelectionCo
             if rng.random() < 0.3
             else f"уникальный{i} " + " ".join(f"w{i}_{w}" for w in range(rng.randint(0, 10)))
         )
-        emb = None
-        if with_emb and rng.random() < 0.8:
-            emb = tuple(rng.choice([0.0, 1.0]) + rng.gauss(0, 0.05) for _ in range(4))
         cs.append(
             ScoredUnit(
                 chunk_id=f"c{i}",
@@ -294,7 +275,6 @@ def _random_case(rng: random.Random) -> tuple[list[ScoredUnit], int, SelectionCo
                 tokens=rng.choice([0, rng.randint(1, 60), rng.randint(60, 600)]),
                 score=rng.gauss(0, 3) if rng.random() < 0.5 else rng.random(),
                 kind=rng.choice(["text", "table", "code", "list", "mixed"]),
-                embedding=emb,
             )
         )
     cfg = SelectionConfig(
@@ -330,10 +310,7 @@ def _assert_invariants(cs: list[ScoredUnit], budget: int, cfg: SelectionConfig, 
     # No two delivered units are near-duplicates of each other.
     for i, a in enumerate(sel.selected):
         for b in sel.selected[i + 1 :]:
-            if a.embedding is not None and b.embedding is not None:
-                assert cosine(a.embedding, b.embedding) < cfg.dup_cosine
-            else:
-                assert shingle_overlap(a.text, b.text) < cfg.dup_overlap
+            assert shingle_overlap(a.text, b.text) < cfg.dup_overlap
 
 
 def test_invariants_hold_on_random_candidate_sets() -> None:
@@ -355,26 +332,23 @@ def test_candidate_validation() -> None:
         cand("a", 1, math.nan)
     with pytest.raises(ValueError, match="kind"):
         cand("a", 1, 1.0, kind="image")
-    assert cand("a", 1, 1.0, emb=[1, 2]).embedding == (1.0, 2.0)  # type: ignore[arg-type]
 
 
-def test_repeated_chunk_id_and_mixed_dimensions_raise() -> None:
+def test_repeated_chunk_id_raises() -> None:
     with pytest.raises(ValueError, match="more than once"):
         select([cand("a", 1, 1.0), cand("a", 1, 0.5)], 10)
-    with pytest.raises(ValueError, match="dimensions"):
-        select([cand("a", 1, 1.0, emb=(1.0, 0.0)), cand("b", 1, 0.5, emb=(1.0,))], 10)
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"dup_cosine": 0.0},
+        {"dup_overlap": 0.0},
         {"dup_overlap": 1.1},
         {"reserve_fraction": 1.0},
         {"large_unit_fraction": -0.1},
         {"essential_rank": -1},
         {"min_value_ratio": -0.5},
-        {"dup_cosine": math.nan},
+        {"dup_overlap": math.nan},
     ],
 )
 def test_config_validation(kwargs: dict[str, float]) -> None:
@@ -393,20 +367,10 @@ def test_shingle_overlap() -> None:
     assert shingle_overlap("привет мир", "привет мир и все") == 1.0
 
 
-def test_cosine() -> None:
-    assert cosine((1.0, 0.0), (0.0, 1.0)) == 0.0
-    assert cosine((1.0, 1.0), (2.0, 2.0)) == pytest.approx(1.0)
-    assert cosine((1.0, 0.0), (-1.0, 0.0)) == -1.0
-    assert cosine((3.0, 4.0), (4.0, 3.0)) == pytest.approx(24 / 25)
-    assert cosine((0.0, 0.0), (1.0, 0.0)) == 0.0
-    with pytest.raises(ValueError):
-        cosine((1.0,), (1.0, 0.0))
-
-
-def test_same_text_is_a_duplicate_even_when_the_vectors_differ() -> None:
+def test_same_text_is_a_duplicate() -> None:
     text = "промокод TEA15 действует только на чай и не действует на лампы и посуду"
-    a = cand("a", 20, 2.0, text=text, emb=(1.0, 0.0))
-    b = cand("b", 20, 1.0, text=text, emb=(0.0, 1.0))  # orthogonal vectors, same words
+    a = cand("a", 20, 2.0, text=text)
+    b = cand("b", 20, 1.0, text=text)
     sel = select([a, b], 1000)
     assert ids(sel.selected) == ["a"]
     assert [(d.candidate.chunk_id, d.duplicate_of) for d in sel.duplicates] == [("b", "a")]

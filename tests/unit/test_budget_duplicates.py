@@ -1,5 +1,5 @@
 """Selection's batched duplicate test (osrag.search.duplicates) decides every pair exactly as the
-per-pair rule 3 does: cosine of the unit vectors, or word 3-shingle containment (shingle_overlap)."""
+per-pair rule 3 does: word 3-shingle containment (shingle_overlap)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,8 @@ WORDS = [
 PUNCT = [" ", " ", " ", "\n", ", ", ". ", " - ", "—", "(", ")", "«", "»", ":", "🙂", "\t", "/"]
 
 
-def _pair_reference(
-    a: str, b: str, va: np.ndarray | None, vb: np.ndarray | None, cfg: SelectionConfig
-) -> bool:
+def _pair_reference(a: str, b: str, cfg: SelectionConfig) -> bool:
     """Rule 3 for one pair, as the walk decided it pair by pair before the batched test."""
-    if va is not None and vb is not None and budget._pair_cosine(va, vb) >= cfg.dup_cosine:
-        return True
     if budget._words(a) and budget._words(b):
         return shingle_overlap(a, b) >= cfg.dup_overlap
     return False
@@ -66,59 +62,36 @@ def _texts(rng: random.Random, n: int) -> list[str]:
     return out
 
 
-def _vectors(rng: random.Random, n: int, dim: int, threshold: float) -> list[np.ndarray | None]:
-    """Random vectors, copies, zero vectors, None, and pairs whose cosine sits on the threshold."""
-    gen = np.random.default_rng(rng.randrange(2**32))
-    out: list[np.ndarray | None] = []
-    for _ in range(n):
-        r = rng.random()
-        if r < 0.1:
-            out.append(None)
-        elif r < 0.15:
-            out.append(np.zeros(dim, dtype=np.float32))
-        elif out and r < 0.5 and out[-1] is not None and np.any(out[-1]):
-            # A vector at cosine threshold + eps from the previous one (eps down to float32 rounding).
-            base = np.asarray(out[-1], dtype=np.float64)
-            base /= np.linalg.norm(base)
-            other = gen.normal(size=dim)
-            other -= other.dot(base) * base
-            other /= np.linalg.norm(other)
-            c = min(1.0, threshold + rng.choice([0.0, 1e-9, -1e-9, 1e-7, -1e-7, 1e-4, -1e-4, 0.02]))
-            out.append((c * base + np.sqrt(max(0.0, 1 - c * c)) * other).astype(np.float32))
-        else:
-            out.append(gen.normal(size=dim).astype(np.float32))
-    return out
+def _relation(texts: list[str], cfg: SelectionConfig) -> dict[int, set[int]]:
+    return duplicates.duplicate_pairs(texts, cfg.dup_overlap)
 
 
-def _relation(
-    texts: list[str], vectors: list[np.ndarray | None], cfg: SelectionConfig
-) -> dict[int, set[int]]:
-    return duplicates.duplicate_pairs(
-        texts,
-        vectors,
-        dup_cosine=cfg.dup_cosine,
-        dup_overlap=cfg.dup_overlap,
-        words_of=budget._words,
-        exact_cosine=lambda i, j: budget._pair_cosine(vectors[i], vectors[j]),
-    )
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_every_pair_is_decided_as_the_per_pair_rule_decides_it(seed: int) -> None:
+def _case(seed: int) -> tuple[list[str], SelectionConfig]:
     rng = random.Random(seed)
     n = rng.randrange(2, 45)
-    cfg = SelectionConfig(
-        dup_cosine=rng.choice([0.95, 0.9, 0.5, 1.0]), dup_overlap=rng.choice([0.8, 0.5, 0.34, 0.2, 1.0])
-    )
-    texts = _texts(rng, n)
-    vectors = _vectors(rng, n, rng.choice([3, 8, 300]), cfg.dup_cosine)
-    got = _relation(texts, vectors, cfg)
+    cfg = SelectionConfig(dup_overlap=rng.choice([0.8, 0.5, 0.34, 0.2, 1.0]))
+    return _texts(rng, n), cfg
+
+
+SEEDS = range(40)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_pair_is_decided_as_the_per_pair_rule_decides_it(seed: int) -> None:
+    texts, cfg = _case(seed)
+    n = len(texts)
+    got = _relation(texts, cfg)
     for i in range(n):
         for j in range(n):
             if i != j:
-                want = _pair_reference(texts[i], texts[j], vectors[i], vectors[j], cfg)
+                want = _pair_reference(texts[i], texts[j], cfg)
                 assert (j in got.get(i, set())) == want, (i, j, texts[i], texts[j])
-    assert any(got.values()) or seed % 7  # most seeds do have duplicates; the test is not vacuous
+
+
+def test_most_cases_do_have_duplicates() -> None:
+    """The pairwise test above is not vacuous: nearly every case holds duplicate pairs."""
+    with_pairs = sum(1 for seed in SEEDS if any(_relation(*_case(seed)).values()))
+    assert with_pairs >= 0.8 * len(SEEDS)
 
 
 def test_the_tables_agree_with_the_regex_and_casefold_for_every_bmp_code_point() -> None:
@@ -144,36 +117,30 @@ def test_a_hash_that_joins_two_words_falls_back_to_the_regex(monkeypatch: pytest
     monkeypatch.setattr(duplicates, "_POWERS", Zero())  # every word hashes to 0
     assert duplicates._fast_words(texts) is None
     cfg = SelectionConfig(dup_overlap=0.5)
-    assert _relation(texts, [None] * 3, cfg) == {0: {1}, 1: {0}}
+    assert _relation(texts, cfg) == {0: {1}, 1: {0}}
 
 
 def test_texts_that_are_not_valid_unicode_take_the_regex_path() -> None:
     texts = ["один два три \ud800 четыре", "один два три четыре"]
     assert duplicates._fast_words(texts) is None
-    assert _relation(texts, [None, None], SelectionConfig()) == {0: {1}, 1: {0}}
+    assert _relation(texts, SelectionConfig()) == {0: {1}, 1: {0}}
 
 
 def test_select_walks_the_same_way_with_the_per_pair_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(7)
 
-    def reference(texts, vectors, *, dup_cosine, dup_overlap, words_of, exact_cosine):  # type: ignore[no-untyped-def]
-        cfg = SelectionConfig(dup_cosine=dup_cosine, dup_overlap=dup_overlap)
+    def reference(texts: list[str], dup_overlap: float) -> dict[int, set[int]]:
+        cfg = SelectionConfig(dup_overlap=dup_overlap)
         return {
-            i: {
-                j
-                for j in range(len(texts))
-                if j != i and _pair_reference(texts[i], texts[j], vectors[i], vectors[j], cfg)
-            }
+            i: {j for j in range(len(texts)) if j != i and _pair_reference(texts[i], texts[j], cfg)}
             for i in range(len(texts))
         }
 
     for trial in range(30):
         n = rng.randrange(1, 40)
         texts = _texts(rng, n)
-        vectors = _vectors(rng, n, 8, 0.95)
         cands = [
-            ScoredUnit(f"c{k}", f"d{k}", texts[k], rng.randrange(0, 300), float(n - k), embedding=vectors[k])
-            for k in range(n)
+            ScoredUnit(f"c{k}", f"d{k}", texts[k], rng.randrange(0, 300), float(n - k)) for k in range(n)
         ]
         cfg = SelectionConfig(dup_overlap=rng.choice([0.8, 0.4]), reserve_fraction=rng.choice([0.0, 0.2]))
         budget_tokens = rng.choice([100, 500, 2000])

@@ -143,9 +143,9 @@ def test_resolve_mapping_gives_the_index_record() -> None:
 
 
 def test_the_selection_policy_is_read_once_from_the_settings_and_overridden_per_call() -> None:
-    s = Settings(_env_file=None, dedup_cosine=0.9, gate_cosine_floor=0.3)
+    s = Settings(_env_file=None, gate_cosine_floor=0.3)
     p = SelectionPolicy.from_settings(s)
-    assert (p.name, p.cosine_floor, p.walk.dup_cosine, p.fusion) == (s.selection, 0.3, 0.9, str(s.fusion))
+    assert (p.name, p.cosine_floor, p.walk, p.fusion) == (s.selection, 0.3, SelectionConfig(), str(s.fusion))
     assert p.with_overrides() is p
     lean = p.with_overrides("minimal", SelectionConfig(reserve_fraction=0.0))
     assert lean.name == "minimal" and lean.walk.reserve_fraction == 0.0 and p.name == s.selection
@@ -166,9 +166,9 @@ def test_selection_walks_the_candidates_themselves() -> None:
     a, b, dup = (
         cand("a", "один два три", 5, 3.0),
         cand("b", "четыре пять", 5, 2.0, (0.0, 1.0)),
-        cand("c", "x", 1, 1.0),
+        cand("c", "Один два ТРИ", 1, 1.0),
     )
-    sel = select([a, b, dup], 100, SelectionConfig(dup_cosine=0.99))
+    sel = select([a, b, dup], 100, SelectionConfig(dup_overlap=0.99))
     assert sel.selected == (a, b) and sel.selected[0] is a and sel.selected[1] is b
     assert sel.duplicates[0].candidate is dup and sel.duplicates[0].duplicate_of == "a" and sel.spent == 10
     bad = cand("n", "t", -1, 1.0)

@@ -98,8 +98,6 @@ BAD_VALUES = [
     ("OSRAG_HNSW_M", "1", "2 <= value"),
     ("OSRAG_HNSW_EF_CONSTRUCTION", "1", "2 <= value"),
     ("OSRAG_RRF_RANK_CONSTANT", "0", "1 <= value"),
-    ("OSRAG_DEDUP_COSINE", "1.5", "0.0 <= value <= 1.0"),
-    ("OSRAG_DEDUP_OVERLAP", "-0.5", "0.0 <= value <= 1.0"),
     ("OSRAG_GATE_RELATIVE_COVERAGE", "2", "0.0 <= value <= 1.0"),
     ("OSRAG_GATE_RELATIVE_COSINE", "-1", "0.0 <= value <= 1.0"),
     ("OSRAG_ALIAS", "Bad Name", "matching"),

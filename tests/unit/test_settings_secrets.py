@@ -97,6 +97,7 @@ def test_an_unknown_osrag_variable_warns_naming_the_closest(
     env = {
         "OSRAG_BUDGET_TOKEN": "5",
         "OSRAG_MAX_FILE_MB": "20",
+        "OSRAG_DEDUP_COSINE": "0.95",
         "OSRAG_BUDGET_TOKENS": "5",
         "OSRAG_TEST_OPENSEARCH_URL": "x",
     }
@@ -104,6 +105,8 @@ def test_an_unknown_osrag_variable_warns_naming_the_closest(
         got = warn_unknown_env(env)
     assert got == [
         "OSRAG_BUDGET_TOKEN is not an osrag setting and is ignored; did you mean OSRAG_BUDGET_TOKENS?",
+        "OSRAG_DEDUP_COSINE is not read any more: use nothing: a near duplicate is a fixed text-overlap "
+        "test (docs/selection.md, «Knobs that remain»)",
         "OSRAG_MAX_FILE_MB is not read any more: use OSRAG_MAX_FILE_BYTES (in bytes: 20 MB is 20000000)",
     ]
     assert [r.getMessage() for r in caplog.records] == got

@@ -24,7 +24,7 @@ def test_every_setting_is_in_exactly_one_section() -> None:
             seen[name] = section.__name__
     assert set(seen) == set(Settings.model_fields)
     assert Settings.section_of("serve_port") is ServeSettings
-    assert Settings.section_of("dedup_overlap") is SelectionSettings
+    assert Settings.section_of("gate_cosine_floor") is SelectionSettings
     with pytest.raises(KeyError):
         Settings.section_of("no_such_setting")
 

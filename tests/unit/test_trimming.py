@@ -158,7 +158,7 @@ def envelope(trim_on: bool, budget: int = 500) -> Any:
     gate.annotate("ключ", gate.Analysis(WEIGHTS, tuple(frozenset(WEIGHTS) for _ in hits)), None, hits)
     policy = SelectionPolicy(
         fusion="minmax",
-        walk=SelectionConfig(dup_overlap=1.0, dup_cosine=1.0, reserve_fraction=0.0),
+        walk=SelectionConfig(dup_overlap=1.0, reserve_fraction=0.0),
         trim=trim_on,
         trimming=TrimConfig(max_units=2, keep_whole=2, min_tokens=10),
     )
