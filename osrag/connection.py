@@ -61,6 +61,26 @@ class _MaskSessionToken(logging.Filter):
 _MASK = _MaskSessionToken()
 
 
+class AsyncSigner:
+    """The async SigV4 signer under both ways opensearch-py's aiohttp connection calls it.
+
+    3.1 and later call ``auth(method=, url=, body=, headers=)``. 3.0 -- the line the core install
+    pins, as 3.1 pulls in grpcio and protobuf for a transport osrag never uses -- calls
+    ``auth(method, url, query_string, body)`` positionally, so its own signer hashes the query
+    string as the body and a SigV4 endpoint refuses every request that has one. Its ``url`` already
+    holds the query string, so the third argument is dropped and the body passed as the body.
+    """
+
+    def __init__(self, inner: Callable[..., dict[str, str]]) -> None:
+        self.inner = inner
+
+    def __call__(self, method: str, url: str, *positional: Any, **named: Any) -> dict[str, str]:
+        if positional:  # opensearch-py 3.0: (method, url, query_string, body)
+            body = positional[1] if len(positional) > 1 else named.get("body")
+            return self.inner(method, url, body, None)
+        return self.inner(method=method, url=url, body=named.get("body"), headers=named.get("headers"))
+
+
 def _signer(settings: ConnectionSettings, asynchronous: bool) -> Any:
     """opensearch-py's SigV4 signer for the transport in use (urllib3 for sync, aiohttp for async)."""
     creds = aws_credentials()
@@ -71,7 +91,7 @@ def _signer(settings: ConnectionSettings, asynchronous: bool) -> Any:
     if asynchronous:
         from opensearchpy.helpers.asyncsigner import AWSV4SignerAsyncAuth
 
-        return AWSV4SignerAsyncAuth(creds, region, settings.aws_service)  # type: ignore[arg-type]  # the settings' check requires a region
+        return AsyncSigner(AWSV4SignerAsyncAuth(creds, region, settings.aws_service))  # type: ignore[arg-type]  # the settings' check requires a region
     from opensearchpy.helpers.signer import Urllib3AWSV4SignerAuth
 
     return Urllib3AWSV4SignerAuth(creds, region, settings.aws_service)

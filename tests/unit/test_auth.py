@@ -124,12 +124,34 @@ def test_sigv4_uses_opensearch_py_signers_with_the_chain_credentials(clean_env: 
     clean_env.setenv("AWS_SECRET_ACCESS_KEY", "unit-secret")
     sync = client_options(s)["http_auth"]
     asyn = client_options(s, asynchronous=True)["http_auth"]
-    assert isinstance(sync, Urllib3AWSV4SignerAuth) and isinstance(asyn, AWSV4SignerAsyncAuth)
+    assert isinstance(sync, Urllib3AWSV4SignerAuth) and isinstance(asyn.inner, AWSV4SignerAsyncAuth)
     assert sync.signer.region == "eu-north-1" and sync.signer.service == "aoss"
     headers = sync("GET", "https://x.eu-north-1.aoss.amazonaws.com/idx/_search", None)
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAUNITTEST/")
     assert "/eu-north-1/aoss/aws4_request" in headers["Authorization"]
     make_async_client(s)  # builds without I/O
+
+
+@pytest.mark.parametrize("convention", ["3.0 positional", "3.1+ named"])
+def test_the_async_signer_hashes_the_body_under_both_calling_conventions(
+    clean_env: pytest.MonkeyPatch, convention: str
+) -> None:
+    """opensearch-py 3.0's aiohttp connection calls the signer as (method, url, query_string, body);
+    its own signer then hashes the query string as the body, and a SigV4 endpoint refuses the request."""
+    import hashlib
+
+    clean_env.setenv("AWS_ACCESS_KEY_ID", "AKIAUNITTEST")
+    clean_env.setenv("AWS_SECRET_ACCESS_KEY", "unit-secret")
+    s = Settings(auth="sigv4", aws_region="eu-north-1", _env_file=None)
+    signer = client_options(s, asynchronous=True)["http_auth"]
+    body = b'{"query": {"match_all": {}}}'
+    url = "https://x.eu-north-1.es.amazonaws.com/idx/_search?size=3"
+    if convention == "3.0 positional":
+        headers = signer("POST", url, "size=3", body)
+    else:
+        headers = signer(method="POST", url=url, body=body, headers={"content-type": "application/json"})
+    assert headers["X-Amz-Content-SHA256"] == hashlib.sha256(body).hexdigest()
+    assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAUNITTEST/")
 
 
 def test_serverless_has_fixed_capabilities_and_no_cluster_probes(clean_env: pytest.MonkeyPatch) -> None:
