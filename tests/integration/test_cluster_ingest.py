@@ -20,7 +20,7 @@ from osrag.mlcommons.errors import MLCommonsError
 from osrag.mlcommons.pipelines import EMBED_INPUT_FIELD, embed_pipeline_name
 from osrag.mlcommons.records import ModelInfo
 from osrag.records import embedding_text
-from tests.integration.ml_natives import no_libtorch
+from tests.integration.ml_natives import deploy_or_skip, predict_count, remove_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster_model]
 onnx = pytest.importorskip("onnx")
@@ -44,20 +44,11 @@ def tiny(
     meta = build([body for _, body in DOCS.values()] + [STORAGE_NEW], path, f"t-ing-{uuid.uuid4().hex[:8]}")
     info = ml.register_local(path, meta)
     try:
-        try:
-            info = ml.deploy(info.model_id)
-        except MLCommonsError as exc:
-            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                no_libtorch()
-            raise
+        info = deploy_or_skip(ml, info.model_id)
         assert info.deployed and info.where == "cluster"
         yield ml, info
     finally:
-        for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
-            try:
-                step()
-            except MLCommonsError:
-                pass
+        remove_model(ml, info.model_id)
 
 
 def _chunks(client: Any, alias: str) -> list[dict[str, Any]]:
@@ -69,17 +60,6 @@ def _chunks(client: Any, alias: str) -> list[dict[str, Any]]:
         params={"request_cache": "false"},
     )
     return [h["_source"] for h in got["hits"]["hits"]]
-
-
-def _predicts(client: Any, model_id: str) -> int:
-    """Inference requests the model has served (ml-commons' own stats, over the nodes)."""
-    got = client.transport.perform_request("GET", "/_plugins/_ml/stats")
-    return sum(
-        int(
-            ((n.get("models") or {}).get(model_id) or {}).get("predict", {}).get("ml_action_request_count", 0)
-        )
-        for n in got["nodes"].values()
-    )
 
 
 def _assert_predict_vectors(ml: MLCommons, model_id: str, chunks: list[dict[str, Any]]) -> None:
@@ -133,9 +113,9 @@ def test_ingest_through_the_pipeline_gives_predicts_vectors_and_reuses_unchanged
             doc.read_text(encoding="utf-8").replace("Хранить в сухом прохладном месте до года.", STORAGE_NEW),
             encoding="utf-8",
         )
-        asked = _predicts(client, info.model_id)
+        asked = predict_count(client, info.model_id)
         changed = Ingester(s, admin=admin).ingest([kb])
-        assert _predicts(client, info.model_id) == asked + 1  # one inference call: the new chunk
+        assert predict_count(client, info.model_id) == asked + 1  # one inference call: the new chunk
         assert (changed.indexed, changed.skipped) == (1, len(DOCS) - 1)
         after = [c for c in _chunks(client, s.alias) if c["doc_id"] == "tea15"]
         kept = [c for c in after if c["text"] in before]
@@ -144,13 +124,13 @@ def test_ingest_through_the_pipeline_gives_predicts_vectors_and_reuses_unchanged
         _assert_predict_vectors(ml, info.model_id, after)
 
         # Metadata only: every chunk keeps its vector, and the model is asked for none.
-        asked = _predicts(client, info.model_id)
+        asked = predict_count(client, info.model_id)
         lamp = kb / "lamp.md"
         lamp.write_text(lamp.read_text(encoding="utf-8").replace("category: shop", "category: lamps"))
         meta_only = Ingester(s, admin=admin).ingest([kb])
         assert meta_only.failed == [] and meta_only.indexed == 1, meta_only.failed
         assert meta_only.reused_vectors == len([c for c in chunks if c["doc_id"] == "lamp"])
-        assert _predicts(client, info.model_id) == asked
+        assert predict_count(client, info.model_id) == asked
     finally:
         drop_alias(client, s.alias)
     assert installed_ingest_pipeline(admin.cluster, pipeline) is None  # the conftest's cleanup

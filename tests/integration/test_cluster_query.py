@@ -19,9 +19,9 @@ import pytest
 
 from osrag.mlcommons.blueprints import E5_PREFIXES, parse_ref, text_embedding_config
 from osrag.mlcommons.client import MLCommons
-from osrag.mlcommons.errors import MLCommonsError, ModelMissing, ModelNotDeployed
+from osrag.mlcommons.errors import ModelMissing, ModelNotDeployed
 from osrag.mlcommons.records import LocalModelMeta
-from tests.integration.ml_natives import no_libtorch
+from tests.integration.ml_natives import deploy_or_skip, remove_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster_model, pytest.mark.slow]
 
@@ -55,19 +55,10 @@ def e5_model(
     )
     info = ml.register_local(path, meta)
     try:
-        try:
-            ml.deploy(info.model_id)
-        except MLCommonsError as exc:
-            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                no_libtorch()
-            raise
+        deploy_or_skip(ml, info.model_id)
         yield f"ml:{name}", sha, path
     finally:
-        for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
-            try:
-                step()
-            except MLCommonsError:
-                pass
+        remove_model(ml, info.model_id)
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ import pytest
 
 from osrag.mlcommons.blueprints import rerank_ext, rerank_pipeline, text_similarity_config
 from osrag.mlcommons.client import MLCommons
-from osrag.mlcommons.errors import MLCommonsError
 from osrag.mlcommons.records import LocalModelMeta
-from tests.integration.ml_natives import no_libtorch
+from tests.integration.ml_natives import deploy_or_skip, remove_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster_model, pytest.mark.slow]
 onnx = pytest.importorskip("onnx")
@@ -175,12 +174,7 @@ def test_the_cluster_reranks_with_a_text_similarity_model(
     info = ml.register_local(path, meta)
     index, pipeline = f"{name}-idx", f"{name}-rerank"
     try:
-        try:
-            info = ml.deploy(info.model_id)
-        except MLCommonsError as exc:
-            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                no_libtorch()
-            raise
+        info = deploy_or_skip(ml, info.model_id)
         os_client.indices.create(index=index, body={"settings": {"number_of_replicas": 0}})
         for i, d in enumerate(DOCS):
             os_client.index(index=index, id=str(i), body={"text": d}, refresh=True)
@@ -200,11 +194,7 @@ def test_the_cluster_reranks_with_a_text_similarity_model(
     finally:
         os_client.indices.delete(index=index, ignore=[404])
         os_client.transport.perform_request("DELETE", f"/_search/pipeline/{pipeline}", params={"ignore": 404})
-        for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
-            try:
-                step()
-            except MLCommonsError:
-                pass
+        remove_model(ml, info.model_id)
 
 
 def test_search_reranks_in_the_cluster_and_says_so(
@@ -238,12 +228,7 @@ def test_search_reranks_in_the_cluster_and_says_so(
     admin = AliasStore(s)
     question = "сколько стоит доставка по Москве?"
     try:
-        try:
-            ml.deploy(info.model_id)
-        except MLCommonsError as exc:
-            if any(s in str(exc) for s in ("publish.djl.ai", "pytorch index file", "OrtNDManager")):
-                no_libtorch()
-            raise
+        deploy_or_skip(ml, info.model_id)
         admin.install()  # the fusion pipelines and the rerank pipeline of the cluster model
         pipeline = rerank_pipeline_name(s.alias, s.fusion)
         assert admin.installed("search pipeline", pipeline) is not None
@@ -294,8 +279,4 @@ def test_search_reranks_in_the_cluster_and_says_so(
         os_client.transport.perform_request(
             "DELETE", f"/_search/pipeline/{rerank_pipeline_name(s.alias, s.fusion)}", params={"ignore": 404}
         )
-        for step in (lambda: ml.undeploy(info.model_id), lambda: ml.delete(info.model_id)):
-            try:
-                step()
-            except MLCommonsError:
-                pass
+        remove_model(ml, info.model_id)
